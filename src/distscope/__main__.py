@@ -1,0 +1,3 @@
+from distscope.cli import main
+
+main()

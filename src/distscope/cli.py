@@ -1,0 +1,30 @@
+"""The `distscope` command line. Each verb lives next to its implementation; this file only wires them.
+
+Sub-command modules must not import torch at import time (the core runs without torch): import it
+inside the command function.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from distscope.errors import DistscopeError
+
+app = typer.Typer(
+    name="distscope",
+    help="Performance engineering for distributed deep learning: estimate, simulate, plan, measure, compress.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def main() -> None:
+    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+    try:
+        app()
+    except DistscopeError as exc:
+        print(f"distscope: error: {exc}", file=sys.stderr)
+        sys.exit(2)
