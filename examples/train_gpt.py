@@ -1,0 +1,105 @@
+"""Train the small GPT for a few steps on 4 ranks (gloo, CPU) under one parallel layout.
+
+    torchrun --nproc-per-node 4 examples/train_gpt.py --layout ddp|fsdp|tp|pp [--steps 3]
+
+Layouts (degrees fixed for 4 ranks):
+- ddp:  DistributedDataParallel, dp=4.
+- fsdp: FSDP2 `fully_shard` on every block, then on the root (ZeRO-3), dp=4.
+- tp:   mesh (dp=2, tp=2); Megatron column/row parallel blocks (see gpt.py) wrapped in DDP over dp.
+- pp:   mesh (pp=2, dp=2); stage p holds layers [p L/2, (p+1) L/2), driven by
+        torch.distributed.pipelining Schedule1F1B with `--microbatches` micro-batches. DDP cannot wrap a
+        stage that runs several forwards before a backward (its bucket rebuild asserts), so the stage's
+        gradients are flattened into one buffer and all-reduced over dp after the schedule, as DDP would
+        (same bytes: the sum of the stage's gradient bytes).
+Each rank draws its own batch of `--micro-batch * microbatches` sequences (the global batch is dp times
+that). The script does no communication of its own (no loss all-reduce), so every byte a comm logger sees
+comes from DDP, FSDP, pipelining or the TP layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from gpt import GPT, GPTConfig, lm_loss
+from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--layout", choices=["ddp", "fsdp", "tp", "pp"], required=True)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--microbatches", type=int, default=2, help="pp only: micro-batches per step")
+    ap.add_argument("--timeout-s", type=float, default=60.0)
+    args = ap.parse_args()
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
+    torch.manual_seed(0)
+    cfg = GPTConfig()
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    nmb = args.microbatches if args.layout == "pp" else 1
+    gen = torch.Generator().manual_seed(1000 + rank)
+    batch = args.micro_batch * nmb
+
+    if args.layout == "ddp":
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+        model: torch.nn.Module = DDP(GPT(cfg), process_group=mesh.get_group("dp"))
+    elif args.layout == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+        model = GPT(cfg)
+        for blk in model.blocks:
+            fully_shard(blk, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    elif args.layout == "tp":
+        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        torch.manual_seed(1 + mesh.get_local_rank("tp"))  # distinct shards per tp rank, equal over dp
+        model = DDP(GPT(cfg, tp_group=mesh.get_group("tp")), process_group=mesh.get_group("dp"))
+    else:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+        mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("pp", "dp"))
+        stage_idx = mesh.get_local_rank("pp")
+        half = cfg.layers // 2
+        torch.manual_seed(1 + stage_idx)
+        stage_mod = GPT(cfg, first_layer=stage_idx * half, last_layer=(stage_idx + 1) * half)
+        stage = PipelineStage(stage_mod, stage_idx, 2, torch.device("cpu"), group=mesh.get_group("pp"))
+        schedule = Schedule1F1B(stage, n_microbatches=nmb, loss_fn=lm_loss)
+        model = stage_mod
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(args.steps):
+        tokens = torch.randint(0, cfg.vocab, (batch, cfg.seq_len + 1), generator=gen)
+        x, y = tokens[:, :-1], tokens[:, 1:]
+        opt.zero_grad()
+        if args.layout == "pp":
+            losses: list[torch.Tensor] = []
+            if stage_idx == 0:
+                schedule.step(x)
+            else:
+                schedule.step(target=y, losses=losses)
+            loss = torch.stack(losses).mean() if losses else None
+            grads = [p.grad for p in model.parameters()]
+            flat = torch._utils._flatten_dense_tensors(grads)
+            dist.all_reduce(flat, group=mesh.get_group("dp"))
+            flat /= mesh.size(mesh.mesh_dim_names.index("dp"))
+            for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+                g.copy_(synced)
+        else:
+            loss = lm_loss(model(x), y)
+            loss.backward()
+        opt.step()
+        if loss is not None and os.environ.get("LOCAL_RANK", "0") in ("0", str(world - 1)):
+            print(f"rank {rank} step {step} loss {loss.item():.4f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""CommLogger: record every collective and p2p call a real torch.distributed program issues.
+
+How it sees everything: a TorchDispatchMode. `dist.*` calls, DDP's C++ Reducer
+(`ProcessGroup::allreduce` -> dispatcher op `c10d::allreduce_`), FSDP2 (`c10d::_allgather_base_`,
+`c10d::_reduce_scatter_base_`) and `torch.distributed.pipelining` (`c10d::send` / `c10d::recv_`) all go
+through the dispatcher, and a dispatch mode on the issuing thread sees them (autograd propagates the
+mode to the threads it runs backward on). Patching `dist.all_reduce` in Python would miss DDP.
+
+No per-op synchronization: the end time comes from a done-callback on the Work's future; for Works
+without a future (gloo send/recv, gloo reduce_scatter_tensor) from a monitor thread polling
+`Work.is_completed()` every `poll_interval_s`, or, when the backend never sets that flag (gloo
+reduce_scatter_tensor in torch 2.13), from the moment the program's own `Work.wait()` returns (an upper
+bound on completion; `Work.wait` is wrapped while the logger is active, pybind hands the program the same
+Work object the logger saw). The program's own overlap is left intact.
+
+Optional hang watchdog (`watchdog_timeout_s`): each call also writes `(group, seq, rank) -> op:bytes`
+into the job's c10d store; a call still open after the timeout makes the rank print which ranks of the
+group never arrived (or arrived at a different op) and exit with `HANG_EXIT_CODE`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
+from distscope.measure.calls import CommCall, save_calls
+from distscope.measure.groups import GroupLabeler
+
+HANG_EXIT_CODE = 75
+_C10D = torch._C._distributed_c10d
+
+
+def _tensor_bytes(value: Any) -> tuple[int, str]:
+    """Total bytes of a tensor or nested lists of tensors, and the dtype of the first one."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size(), str(value.dtype).removeprefix("torch.")
+    total, dtype = 0, ""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            b, d = _tensor_bytes(v)
+            total += b
+            dtype = dtype or d
+    return total, dtype
+
+
+class _Open:
+    """A call issued and not yet known to be complete (mutable until closed)."""
+
+    __slots__ = ("dtype", "end_perf", "group", "nbytes", "op", "ranks", "seq", "start_perf", "start_s",
+                 "step", "api", "work", "dim")
+
+    def __init__(self, **kw: Any) -> None:
+        for k, v in kw.items():
+            setattr(self, k, v)
+        self.end_perf: float | None = None
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, logger: CommLogger) -> None:
+        super().__init__()
+        self._logger = logger
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        ns = func.namespace
+        if ns == "c10d" or ns == "_c10d_functional":
+            return self._logger._intercept(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+class CommLogger:
+    """Context manager that logs comm calls on this rank. Use `calls()` afterwards.
+
+    dims: explicit {dim: [[ranks], ...]}; meshes: DeviceMeshes whose dim names label their groups.
+    DeviceMeshes created while the logger is active are picked up automatically.
+    """
+
+    def __init__(
+        self,
+        *,
+        dims: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        meshes: Sequence[Any] = (),
+        watchdog_timeout_s: float | None = None,
+        poll_interval_s: float = 0.0005,
+        dump_path: Path | None = None,
+    ) -> None:
+        self._labeler = GroupLabeler(dims=dims, meshes=meshes)
+        self._watchdog_timeout_s = watchdog_timeout_s
+        self._poll_interval_s = poll_interval_s
+        self._dump_path = dump_path
+        self._records: list[_Open] = []
+        self._open: set[_Open] = set()
+        self._polled: list[_Open] = []
+        self._by_storage: dict[int, _Open] = {}
+        self._seq: dict[str, int] = {}
+        self._groups: dict[str, tuple[int, ...]] = {}
+        self._step = 0
+        self._rank: int | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self._mode: _Mode | None = None
+        self._hook: Any = None
+        self._orig_mesh_init: Callable[..., None] | None = None
+        self._orig_wait: Callable[..., Any] | None = None
+        self._by_work: dict[int, _Open] = {}
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> CommLogger:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._hook = register_optimizer_step_post_hook(self._on_step)
+        orig = DeviceMesh.__init__
+        labeler = self._labeler
+
+        def mesh_init(mesh_self: Any, *a: Any, **kw: Any) -> None:
+            orig(mesh_self, *a, **kw)
+            labeler.add_mesh(mesh_self)
+
+        self._orig_mesh_init = orig
+        DeviceMesh.__init__ = mesh_init  # type: ignore[method-assign]
+        orig_wait = _C10D.Work.wait
+        by_work = self._by_work
+        close = self._close
+
+        def wait(work: Any, *a: Any, **kw: Any) -> Any:
+            out = orig_wait(work, *a, **kw)
+            rec = by_work.get(id(work))
+            if rec is not None:
+                close(rec)
+            return out
+
+        self._orig_wait = orig_wait
+        _C10D.Work.wait = wait
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self._monitor = threading.Thread(target=self._monitor_loop, name="distscope-commlog", daemon=True)
+        self._monitor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from torch.distributed.device_mesh import DeviceMesh
+
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        if self._orig_mesh_init is not None:
+            DeviceMesh.__init__ = self._orig_mesh_init  # type: ignore[method-assign]
+        if self._orig_wait is not None:
+            _C10D.Work.wait = self._orig_wait
+        if self._hook is not None:
+            self._hook.remove()
+        # Give in-flight works a moment to report (no sync is forced on the program).
+        deadline = time.perf_counter() + 1.0
+        while self._open and time.perf_counter() < deadline:
+            time.sleep(self._poll_interval_s)
+        self._stop.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=1.0)
+        if self._dump_path is not None:
+            save_calls(self.calls(), self._dump_path)
+
+    # -- results ----------------------------------------------------------------------------------
+    def calls(self) -> list[CommCall]:
+        with self._lock:
+            recs = list(self._records)
+        rank = self._rank if self._rank is not None else 0
+        return [
+            CommCall(
+                rank=rank, op=r.op, bytes=r.nbytes, dtype=r.dtype, group=r.group, group_ranks=r.ranks,
+                dim=r.dim, seq=r.seq, step=r.step, start_s=r.start_s,
+                duration_s=None if r.end_perf is None else r.end_perf - r.start_perf, api=r.api,
+            )
+            for r in recs
+        ]
+
+    # -- interception -----------------------------------------------------------------------------
+    def _on_step(self, *_: Any) -> None:
+        self._step += 1
+
+    def _resolve_group(self, pg_obj: Any) -> tuple[str, tuple[int, ...]]:
+        pg = _C10D.ProcessGroup.unbox(pg_obj) if isinstance(pg_obj, torch.ScriptObject) else pg_obj
+        if isinstance(pg, str):
+            pg = _C10D._resolve_process_group(pg)
+        name = pg.group_name
+        if name not in self._groups:
+            self._groups[name] = tuple(dist.get_process_group_ranks(pg))
+        return name, self._groups[name]
+
+    def _intercept(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = func._schema.name.split("::", 1)[1]
+        functional = func.namespace == "_c10d_functional"
+        spec = (FUNCTIONAL_OPS if functional else C10D_OPS).get(name)
+        if spec is None:
+            if functional and name == "wait_tensor":
+                out = func(*args, **kwargs)
+                self._close_functional(args[0])
+                return out
+            return func(*args, **kwargs)
+        bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+        bound.update(kwargs)
+        rec = self._open_record(spec, bound, functional)
+        out = func(*args, **kwargs)
+        if rec is not None:
+            self._attach_completion(rec, out, functional)
+        return out
+
+    def _open_record(self, spec: CommOpSpec, bound: dict[str, Any], functional: bool) -> _Open | None:
+        if self._rank is None:
+            self._rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+        pg_arg = bound.get("group_name") if functional else bound.get("process_group")
+        group, ranks = self._resolve_group(pg_arg)
+        nbytes, dtype = (0, "") if spec.counted_arg is None else _tensor_bytes(bound[spec.counted_arg])
+        if spec.times_group_size:
+            nbytes *= int(bound["group_size"])
+        seq = self._seq.get(group, 0)
+        self._seq[group] = seq + 1
+        rec = _Open(
+            op=spec.op, nbytes=nbytes, dtype=dtype, group=group, ranks=ranks, seq=seq, step=self._step,
+            start_s=time.time(), start_perf=time.perf_counter(), api="functional" if functional else "c10d",
+            work=None, dim=self._labeler.label(group, ranks),
+        )
+        if self._watchdog_timeout_s is not None:
+            self._announce(rec)
+        with self._lock:
+            self._records.append(rec)
+            self._open.add(rec)
+        return rec
+
+    def _attach_completion(self, rec: _Open, out: Any, functional: bool) -> None:
+        if functional:
+            tensors = out if isinstance(out, (list, tuple)) else [out]
+            for t in tensors:
+                if isinstance(t, torch.Tensor):
+                    self._by_storage[t.untyped_storage().data_ptr()] = rec
+            return
+        w = out[-1] if isinstance(out, (tuple, list)) else out
+        if not isinstance(w, torch.ScriptObject):  # monitored_barrier_ returns nothing: it completed
+            self._close(rec)
+            return
+        work = _C10D.Work.unbox(w)
+        try:
+            fut = work.get_future()
+        except RuntimeError:  # e.g. gloo send/recv: no future; polled, or closed by the program's wait()
+            rec.work = work
+            with self._lock:
+                self._polled.append(rec)
+                self._by_work[id(work)] = rec
+            return
+        fut.add_done_callback(lambda _f, r=rec: self._close(r))
+
+    def _close_functional(self, t: Any) -> None:
+        if isinstance(t, torch.Tensor):
+            rec = self._by_storage.pop(t.untyped_storage().data_ptr(), None)
+            if rec is not None:
+                self._close(rec)
+
+    def _close(self, rec: _Open) -> None:
+        if rec.end_perf is None:
+            rec.end_perf = time.perf_counter()
+        with self._lock:
+            self._open.discard(rec)
+            if rec.work is not None:
+                self._by_work.pop(id(rec.work), None)
+                if rec in self._polled:
+                    self._polled.remove(rec)
+                rec.work = None
+
+    # -- monitor thread: polling works without futures, and the hang watchdog ---------------------
+    def _monitor_loop(self) -> None:
+        while not self._stop.is_set():
+            if self._polled:
+                with self._lock:
+                    polled = list(self._polled)
+                for rec in polled:
+                    work = rec.work
+                    if work is not None and work.is_completed():
+                        self._close(rec)
+            if self._watchdog_timeout_s is not None:
+                self._check_hangs(self._watchdog_timeout_s)
+            time.sleep(self._poll_interval_s if self._polled else 0.005)
+
+    def _store(self) -> Any:
+        return dist.PrefixStore("distscope_wd", dist.distributed_c10d._get_default_store())
+
+    def _key(self, rec: _Open, rank: int) -> str:
+        return f"{rec.group}/{rec.seq}/{rank}"
+
+    def _signature(self, rec: _Open) -> str:
+        return f"{rec.op.value}:{rec.nbytes}"
+
+    def _announce(self, rec: _Open) -> None:
+        self._store().set(self._key(rec, self._rank or 0), self._signature(rec))
+
+    def _check_hangs(self, timeout_s: float) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            stale = [r for r in self._open if now - r.start_perf > timeout_s]
+        if not stale:
+            return
+        rec = min(stale, key=lambda r: r.start_perf)
+        store = self._store()
+        missing, mismatched = [], []
+        for r in rec.ranks:
+            key = self._key(rec, r)
+            if not store.check([key]):
+                missing.append(r)
+            elif (got := store.get(key).decode()) != self._signature(rec):
+                mismatched.append(f"{r} ({got})")
+        msg = (
+            f"distscope: hung collective: {rec.op.value} of {rec.nbytes} bytes (seq {rec.seq}) on group "
+            f"{rec.group!r} [{rec.dim}] ranks {list(rec.ranks)} did not complete within {timeout_s:g} s "
+            f"on rank {self._rank}; ranks that did not arrive: {missing}"
+            + (f"; ranks at a different op: {mismatched}" if mismatched else "")
+        )
+        print(msg, file=sys.stderr, flush=True)
+        if self._dump_path is not None:
+            save_calls(self.calls(), self._dump_path)
+        os._exit(HANG_EXIT_CODE)
