@@ -21,6 +21,11 @@ app = typer.Typer(
 )
 
 
+from distscope.measure.cli import app as measure_app  # noqa: E402
+
+app.add_typer(measure_app, name="measure")
+
+
 def main() -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
     try:

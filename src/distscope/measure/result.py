@@ -1,7 +1,7 @@
 """One measured (op, size, dtype, nranks) point, shared by the sweep, nccl-tests ingestion and calibration.
 
 JSON file: {"results": [{"op", "bytes", "dtype", "nranks", "time_s", "algbw_GBps", "busbw_GBps",
-"time_min_s", "time_max_s", "iters", "level", "backend", "source", "device"}, ...]} where time_s is the
+"time_min_s", "time_max_s", "iters", "level", "in_place", "backend", "source", "device"}, ...]} where time_s is the
 median over iterations and bytes follows the nccl-tests convention (see `distscope.measure.ops`).
 """
 
@@ -31,6 +31,7 @@ class CollectiveResult:
     time_max_s: float
     iters: int
     level: str = "default"
+    in_place: bool = False
     backend: str = ""
     source: str = ""
     device: str = ""
@@ -73,6 +74,8 @@ class CollectiveResult:
         kw.setdefault("time_max_s", kw["time_s"])
         kw.setdefault("iters", 1)
         kw["bytes"], kw["nranks"], kw["iters"] = int(kw["bytes"]), int(kw["nranks"]), int(kw["iters"])
+        if isinstance(kw.get("in_place"), str):  # from CSV
+            kw["in_place"] = kw["in_place"].strip().lower() in ("1", "true", "yes")
         for k in ("time_s", "time_min_s", "time_max_s"):
             kw[k] = float(kw[k])
         return cls(**kw)
@@ -80,7 +83,7 @@ class CollectiveResult:
 
 _CSV_FIELDS = [
     "op", "bytes", "dtype", "nranks", "time_s", "algbw_GBps", "busbw_GBps", "time_min_s", "time_max_s",
-    "iters", "level", "backend", "source", "device",
+    "iters", "level", "in_place", "backend", "source", "device",
 ]
 
 

@@ -1,0 +1,123 @@
+"""System profile: alpha-beta collective costs measured on a real system (written by `measure calibrate`).
+
+Schema (JSON, "schema": "distscope.system_profile/1"):
+
+    {
+      "schema": "distscope.system_profile/1",
+      "name":   "<cluster or device name>",
+      "device": "<device description, e.g. 'cpu gloo' or 'NVIDIA H100 80GB HBM3'>",
+      "source": "<what was measured: tool, command, date>",
+      "levels": {
+        "<topology level, e.g. 'intra_node', 'inter_node', 'default'>": {
+          "<op: all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | send_recv | ...>": {
+            "alpha_s": <latency, s>,
+            "beta_s_per_byte": <s per nccl-tests byte at this nranks>,
+            "max_rel_err": <max |pred - meas| / meas over the fitted sweep>,
+            "n_points": <int>, "min_bytes": <int>, "max_bytes": <int>,
+            "nranks": <ranks the sweep ran on>, "dtype": "<dtype swept>"
+          }
+        }
+      }
+    }
+
+Bytes follow nccl-tests (all_gather: output, reduce_scatter: input, else the buffer), so
+t(S) = alpha_s + beta_s_per_byte * S, and the bus bandwidth at nranks is factor(op, nranks) / beta.
+This module is torch-free: `estimate`/`validate` load profiles with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from distscope.errors import DistscopeError, closest
+from distscope.measure.ops import CollectiveOp, busbw_factor
+
+SCHEMA = "distscope.system_profile/1"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OpFit:
+    alpha_s: float
+    beta_s_per_byte: float
+    max_rel_err: float
+    n_points: int
+    min_bytes: int
+    max_bytes: int
+    nranks: int
+    dtype: str
+
+    def __post_init__(self) -> None:
+        if self.alpha_s < 0 or self.beta_s_per_byte < 0:
+            raise DistscopeError(f"alpha_s={self.alpha_s}, beta_s_per_byte={self.beta_s_per_byte} must be >= 0")
+        if self.nranks < 1:
+            raise DistscopeError(f"nranks={self.nranks} must be >= 1")
+
+    def time_s(self, size_bytes: float) -> float:
+        return self.alpha_s + self.beta_s_per_byte * size_bytes
+
+    def busbw_GBps(self, op: CollectiveOp) -> float:
+        """Asymptotic bus bandwidth implied by beta (inf when beta is 0)."""
+        return float("inf") if self.beta_s_per_byte == 0 else busbw_factor(op, self.nranks) / self.beta_s_per_byte / 1e9
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SystemProfile:
+    name: str
+    levels: dict[str, dict[CollectiveOp, OpFit]]
+    device: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.levels:
+            raise DistscopeError(f"profile name={self.name!r} has no levels")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "name": self.name, "device": self.device, "source": self.source,
+            "levels": {
+                lvl: {op.value: dataclasses.asdict(fit) for op, fit in ops.items()}
+                for lvl, ops in self.levels.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "profile") -> SystemProfile:
+        if d.get("schema") != SCHEMA:
+            raise DistscopeError(f"{where}: schema={d.get('schema')!r}, expected {SCHEMA!r}")
+        fields = {f.name for f in dataclasses.fields(OpFit)}
+        try:
+            levels = {
+                str(lvl): {
+                    CollectiveOp.parse(op, field=f"{where} level {lvl} op"): OpFit(**{k: fit[k] for k in fields})
+                    for op, fit in ops.items()
+                }
+                for lvl, ops in d["levels"].items()
+            }
+        except KeyError as exc:
+            raise DistscopeError(f"{where}: missing field {exc.args[0]!r}") from None
+        return cls(name=str(d.get("name", "")), device=str(d.get("device", "")), source=str(d.get("source", "")),
+                   levels=levels)
+
+
+def save_profile(profile: SystemProfile, path: Path) -> None:
+    path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+
+
+def load_profile(path: Path) -> SystemProfile:
+    if not Path(path).exists():
+        raise DistscopeError(f"profile={str(path)!r} does not exist")
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise DistscopeError(f"profile={str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    return SystemProfile.from_dict(data, where=f"profile={str(path)!r}")
+
+
+def alpha_beta(profile: SystemProfile, level: str) -> dict[CollectiveOp, tuple[float, float]]:
+    """{op: (alpha_s, beta_s_per_byte)} for one topology level of a profile (pure)."""
+    if level not in profile.levels:
+        raise DistscopeError(f"level={level!r} is not in profile {profile.name!r}{closest(level, profile.levels)}")
+    return {op: (fit.alpha_s, fit.beta_s_per_byte) for op, fit in profile.levels[level].items()}

@@ -1,0 +1,158 @@
+"""Time real torch.distributed collectives over a sweep of message sizes (run on every rank).
+
+Per (op, dtype, size): `warmup` untimed calls, a barrier, then `iters` timed calls back to back, as
+nccl-tests does. Each call is timed on every rank from its issue until its Work completes (plus
+`torch.cuda.synchronize()` on GPU); an iteration's time is the mean over ranks of those times (nccl-tests
+also averages over ranks), gathered with one all-reduce after the timed loop. Reported: min/median/max
+over iterations. (A barrier before every call was tried and rejected: on an oversubscribed CPU host the
+barrier's release skew, milliseconds, swamped the op itself.)
+
+What runs for each op (S = reported nccl-tests bytes, n = ranks, e = element size):
+- all_reduce:     dist.all_reduce on S/e elements.
+- all_gather:     dist.all_gather_into_tensor, output S/e elements, input S/(n e).
+- reduce_scatter: dist.reduce_scatter_tensor, input S/e elements, output S/(n e).
+- all_to_all:     dist.all_to_all_single, S/e elements in and out.
+- broadcast:      dist.broadcast from rank 0, S/e elements.
+- send_recv:      every rank isend()s S bytes to rank+1 and irecv()s S bytes from rank-1 (nccl-tests
+                  sendrecv_perf's ring pattern), both waited for.
+Sizes are rounded down to whole elements (and to multiples of n elements where the op splits the buffer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.distributed as dist
+
+from distscope.errors import DistscopeError, closest
+from distscope.measure.ops import CollectiveOp
+from distscope.measure.result import CollectiveResult
+
+SWEEP_OPS = (
+    CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL,
+    CollectiveOp.BROADCAST, CollectiveOp.SEND_RECV,
+)
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        choices = ["float32", "float16", "bfloat16", "float64", "int32", "int64", "int8"]
+        raise DistscopeError(f"dtype={name!r} is not a torch dtype{closest(name, choices)}")
+    return dt
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepConfig:
+    ops: tuple[CollectiveOp, ...] = SWEEP_OPS
+    dtypes: tuple[str, ...] = ("float32",)
+    min_bytes: int = 1024
+    max_bytes: int = 1 << 22
+    step_factor: int = 4
+    warmup: int = 3
+    iters: int = 10
+    level: str = "default"
+
+    def __post_init__(self) -> None:
+        bad = [o for o in self.ops if o not in SWEEP_OPS]
+        if bad:
+            raise DistscopeError(f"ops={[o.value for o in bad]} cannot be swept; choose from "
+                                 f"{[o.value for o in SWEEP_OPS]}")
+        for d in self.dtypes:
+            parse_dtype(d)
+        if not 0 < self.min_bytes <= self.max_bytes:
+            raise DistscopeError(f"min_bytes={self.min_bytes}, max_bytes={self.max_bytes}: need 0 < min <= max")
+        if self.step_factor < 2:
+            raise DistscopeError(f"steps={self.step_factor} (size multiplier) must be >= 2")
+        if self.iters < 1 or self.warmup < 0:
+            raise DistscopeError(f"iters={self.iters} must be >= 1 and warmup={self.warmup} >= 0")
+
+    def sizes(self) -> Iterator[int]:
+        s = self.min_bytes
+        while s <= self.max_bytes:
+            yield s
+            s *= self.step_factor
+
+
+def _elements(op: CollectiveOp, size_bytes: int, elem: int, n: int) -> int:
+    count = max(1, size_bytes // elem)
+    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+        count = max(n, count - count % n)
+    return count
+
+
+def _make_call(op: CollectiveOp, count: int, dtype: torch.dtype, device: torch.device, group: dist.ProcessGroup
+               ) -> Callable[[], None]:
+    n, rank = dist.get_world_size(group), dist.get_rank(group)
+    full = torch.ones(count, dtype=dtype, device=device)
+    part = torch.ones(count // n, dtype=dtype, device=device)
+    out = torch.empty_like(full)
+    if op is CollectiveOp.ALL_REDUCE:
+        return lambda: dist.all_reduce(full, group=group)
+    if op is CollectiveOp.ALL_GATHER:
+        return lambda: dist.all_gather_into_tensor(full, part, group=group)
+    if op is CollectiveOp.REDUCE_SCATTER:
+        return lambda: dist.reduce_scatter_tensor(part, full, group=group)
+    if op is CollectiveOp.ALL_TO_ALL:
+        return lambda: dist.all_to_all_single(out, full, group=group)
+    if op is CollectiveOp.BROADCAST:
+        return lambda: dist.broadcast(full, group_src=0, group=group)
+    peer_to = dist.get_global_rank(group, (rank + 1) % n)
+    peer_from = dist.get_global_rank(group, (rank - 1) % n)
+
+    def send_recv() -> None:
+        works = [dist.isend(full, peer_to, group=group), dist.irecv(out, peer_from, group=group)]
+        for w in works:
+            w.wait()
+
+    return send_recv
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    *,
+    group: dist.ProcessGroup | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[CollectiveResult]:
+    """Collective call on every rank of `group`; returns identical results on every rank."""
+    group = group or dist.group.WORLD
+    n = dist.get_world_size(group)
+    backend = dist.get_backend(group)
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    results = []
+    for op in cfg.ops:
+        if op is CollectiveOp.SEND_RECV and n < 2:
+            continue
+        for dtype_name in cfg.dtypes:
+            dtype = parse_dtype(dtype_name)
+            elem = torch.empty((), dtype=dtype).element_size()
+            for size in cfg.sizes():
+                count = _elements(op, size, elem, n)
+                call = _make_call(op, count, dtype, device, group)
+                for _ in range(cfg.warmup):
+                    call()
+                sync()
+                times = torch.empty(cfg.iters, dtype=torch.float64)
+                dist.barrier(group=group)
+                for i in range(cfg.iters):
+                    t0 = time.perf_counter()
+                    call()
+                    sync()
+                    times[i] = time.perf_counter() - t0
+                agg = times.to(device)
+                dist.all_reduce(agg, group=group)
+                ts = (agg / n).cpu().tolist()
+                results.append(CollectiveResult(
+                    op=op, bytes=count * elem, dtype=dtype_name, nranks=n, time_s=statistics.median(ts),
+                    time_min_s=min(ts), time_max_s=max(ts), iters=cfg.iters, level=cfg.level,
+                    backend=backend, source="distscope measure collectives", device=device_name,
+                ))
+                if progress is not None:
+                    progress(f"{op.value} {dtype_name} {count * elem} B")
+    return results
