@@ -1,10 +1,14 @@
 """CommLogger: record every collective and p2p call a real torch.distributed program issues.
 
-How it sees everything: a TorchDispatchMode. `dist.*` calls, DDP's C++ Reducer
-(`ProcessGroup::allreduce` -> dispatcher op `c10d::allreduce_`), FSDP2 (`c10d::_allgather_base_`,
-`c10d::_reduce_scatter_base_`) and `torch.distributed.pipelining` (`c10d::send` / `c10d::recv_`) all go
-through the dispatcher, and a dispatch mode on the issuing thread sees them (autograd propagates the
-mode to the threads it runs backward on). Patching `dist.all_reduce` in Python would miss DDP.
+How it sees everything: `dist.*` calls, DDP's C++ Reducer (`ProcessGroup::allreduce` -> dispatcher op
+`c10d::allreduce_`), FSDP2 (`c10d::_allgather_base_`, `c10d::_reduce_scatter_base_`) and
+`torch.distributed.pipelining` (`c10d::send` / `c10d::recv_`) all go through the dispatcher. While the
+logger is active it registers (torch.library) a Python kernel for the `Autograd` dispatch key of every
+comm op listed in `distscope.measure.c10d_ops`; the kernel records the call and re-dispatches below
+autograd to the real backend kernel. This sees calls from any thread, including C++ callers, and costs
+nothing on non-comm ops (a TorchDispatchMode, tried first, also worked but taxed every aten op: 2x on a
+small DDP step). Patching `dist.all_reduce` in Python would miss DDP. Limitation: inference tensors
+(created under `torch.inference_mode()`) carry no autograd key, so comm on them is not seen.
 
 No per-op synchronization: the end time comes from a done-callback on the Work's future; for Works
 without a future (gloo send/recv, gloo reduce_scatter_tensor) from a monitor thread polling
@@ -30,7 +34,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
 from distscope.measure.calls import CommCall, save_calls
@@ -65,17 +68,24 @@ class _Open:
         self.end_perf: float | None = None
 
 
-class _Mode(TorchDispatchMode):
-    def __init__(self, logger: CommLogger) -> None:
-        super().__init__()
-        self._logger = logger
+def _register_kernels(logger: CommLogger) -> list[torch.library.Library]:
+    """Autograd-key kernels on every comm op that this torch build has; destroyed on logger exit."""
+    libs = []
+    for ns, names in (("c10d", list(C10D_OPS)), ("_c10d_functional", [*FUNCTIONAL_OPS, "wait_tensor"])):
+        lib = torch.library.Library(ns, "IMPL")
+        packet = getattr(torch.ops, ns)
+        for name in names:
+            if not hasattr(packet, name):
+                continue
+            func = getattr(packet, name).default
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        kwargs = kwargs or {}
-        ns = func.namespace
-        if ns == "c10d" or ns == "_c10d_functional":
-            return self._logger._intercept(func, args, kwargs)
-        return func(*args, **kwargs)
+            def kernel(*args: Any, _func: Any = func, **kwargs: Any) -> Any:
+                with torch._C._AutoDispatchBelowAutograd():
+                    return logger._intercept(_func, args, kwargs)
+
+            lib.impl(name, kernel, "Autograd")
+        libs.append(lib)
+    return libs
 
 
 class CommLogger:
@@ -108,8 +118,9 @@ class CommLogger:
         self._rank: int | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._monitor: threading.Thread | None = None
-        self._mode: _Mode | None = None
+        self._libs: list[torch.library.Library] = []
         self._hook: Any = None
         self._orig_mesh_init: Callable[..., None] | None = None
         self._orig_wait: Callable[..., Any] | None = None
@@ -143,18 +154,23 @@ class CommLogger:
 
         self._orig_wait = orig_wait
         _C10D.Work.wait = wait
-        self._mode = _Mode(self)
-        self._mode.__enter__()
-        self._monitor = threading.Thread(target=self._monitor_loop, name="distscope-commlog", daemon=True)
-        self._monitor.start()
+        self._libs = _register_kernels(self)
+        if self._watchdog_timeout_s is not None:
+            self._start_monitor()
         return self
+
+    def _start_monitor(self) -> None:
+        """The monitor thread runs only when needed: works without futures, or the watchdog."""
+        if self._monitor is None:
+            self._monitor = threading.Thread(target=self._monitor_loop, name="distscope-commlog", daemon=True)
+            self._monitor.start()
 
     def __exit__(self, *exc: object) -> None:
         from torch.distributed.device_mesh import DeviceMesh
 
-        if self._mode is not None:
-            self._mode.__exit__(None, None, None)
-            self._mode = None
+        for lib in self._libs:
+            lib._destroy()
+        self._libs = []
         if self._orig_mesh_init is not None:
             DeviceMesh.__init__ = self._orig_mesh_init  # type: ignore[method-assign]
         if self._orig_wait is not None:
@@ -166,6 +182,7 @@ class CommLogger:
         while self._open and time.perf_counter() < deadline:
             time.sleep(self._poll_interval_s)
         self._stop.set()
+        self._wake.set()
         if self._monitor is not None:
             self._monitor.join(timeout=1.0)
         if self._dump_path is not None:
@@ -257,6 +274,8 @@ class CommLogger:
             with self._lock:
                 self._polled.append(rec)
                 self._by_work[id(work)] = rec
+            self._start_monitor()
+            self._wake.set()
             return
         fut.add_done_callback(lambda _f, r=rec: self._close(r))
 
@@ -289,7 +308,11 @@ class CommLogger:
                         self._close(rec)
             if self._watchdog_timeout_s is not None:
                 self._check_hangs(self._watchdog_timeout_s)
-            time.sleep(self._poll_interval_s if self._polled else 0.005)
+            if self._polled:
+                time.sleep(self._poll_interval_s)
+            else:  # idle until a new polled work arrives (or the watchdog's next check)
+                self._wake.wait(timeout=0.05 if self._watchdog_timeout_s is not None else 0.5)
+                self._wake.clear()
 
     def _store(self) -> Any:
         return dist.PrefixStore("distscope_wd", dist.distributed_c10d._get_default_store())
