@@ -87,11 +87,29 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-                   OMP_NUM_THREADS="1")
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
-                        __file__, "--rounds", str(args.rounds), "--worker", str(out)], env=env, check=True,
-                       timeout=600, stdout=subprocess.DEVNULL)
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+            OMP_NUM_THREADS="1",
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                "--nproc-per-node=4",
+                __file__,
+                "--rounds",
+                str(args.rounds),
+                "--worker",
+                str(out),
+            ],
+            env=env,
+            check=True,
+            timeout=600,
+            stdout=subprocess.DEVNULL,
+        )
         data = json.loads(out.read_text())
     summary = {}
     print(f"{'workload':<16} {'off_ms':>10} {'on_ms':>10} {'ratio':>7} {'calls/round':>12} {'us/call':>9}")
@@ -100,7 +118,13 @@ def main() -> None:
         calls = data["ncalls"][name]
         per_call_us = (on - off) / calls * 1e6
         print(f"{name:<16} {off * 1e3:10.2f} {on * 1e3:10.2f} {on / off:7.3f} {calls:12d} {per_call_us:9.1f}")
-        summary[name] = {"off_s": off, "on_s": on, "ratio": on / off, "calls": calls, "overhead_us_per_call": per_call_us}
+        summary[name] = {
+            "off_s": off,
+            "on_s": on,
+            "ratio": on / off,
+            "calls": calls,
+            "overhead_us_per_call": per_call_us,
+        }
     line = json.dumps({"benchmark": "measure_logger_overhead", "nranks": 4, "backend": "gloo", **summary})
     if args.json_out:
         args.json_out.write_text(line + "\n")

@@ -90,7 +90,7 @@ def main() -> None:
             flat = torch._utils._flatten_dense_tensors(grads)
             dist.all_reduce(flat, group=mesh.get_group("dp"))
             flat /= mesh.size(mesh.mesh_dim_names.index("dp"))
-            for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+            for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads), strict=True):
                 g.copy_(synced)
         else:
             loss = lm_loss(model(x), y)

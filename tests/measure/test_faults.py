@@ -16,9 +16,26 @@ def test_hung_collective_names_op_group_and_missing_rank(tmp_path):
     out = tmp_path / "log.json"
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "distscope", "measure", "log", "--out", str(out), "--watchdog-s", "3",
-         "--timeout-s", "90", "--", *torchrun(str(SCRIPTS / "hang.py"))],
-        env=env(), cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "distscope",
+            "measure",
+            "log",
+            "--out",
+            str(out),
+            "--watchdog-s",
+            "3",
+            "--timeout-s",
+            "90",
+            "--",
+            *torchrun(str(SCRIPTS / "hang.py")),
+        ],
+        env=env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     elapsed = time.monotonic() - t0
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -39,8 +56,13 @@ def test_hung_collective_names_op_group_and_missing_rank(tmp_path):
 
 
 def test_slow_rank_is_named_by_arrival_skew(tmp_path):
-    proc = subprocess.run(torchrun(str(SCRIPTS / "slow_rank.py"), str(tmp_path), "2", "0.03"),
-                          env=env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        torchrun(str(SCRIPTS / "slow_rank.py"), str(tmp_path), "2", "0.03"),
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     calls = [c for f in sorted(tmp_path.glob("rank*.json")) for c in load_calls(f)]
     assert {c.rank for c in calls} == {0, 1, 2, 3}

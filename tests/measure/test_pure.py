@@ -36,13 +36,22 @@ def test_busbw_factors_follow_nccl_tests():
 def test_op_parse_accepts_aliases_and_rejects_typos():
     assert CollectiveOp.parse("all_reduce_perf") is CollectiveOp.ALL_REDUCE
     assert CollectiveOp.parse("reduce_scatter_tensor") is CollectiveOp.REDUCE_SCATTER
-    with pytest.raises(DistscopeError, match="allreduc.*closest: all_reduce"):
+    with pytest.raises(DistscopeError, match=r"allreduc.*closest: all_reduce"):
         CollectiveOp.parse("allreduc")
 
 
 def _result(op=CollectiveOp.ALL_REDUCE, size=1024, t=1e-3, **kw):
-    return CollectiveResult(op=op, bytes=size, dtype="float32", nranks=4, time_s=t, time_min_s=t * 0.9,
-                            time_max_s=t * 1.5, iters=10, **kw)
+    return CollectiveResult(
+        op=op,
+        bytes=size,
+        dtype="float32",
+        nranks=4,
+        time_s=t,
+        time_min_s=t * 0.9,
+        time_max_s=t * 1.5,
+        iters=10,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
@@ -58,8 +67,16 @@ def test_results_round_trip(tmp_path, suffix):
 
 def test_result_rejects_inconsistent_times():
     with pytest.raises(DistscopeError, match="min <= median <= max"):
-        CollectiveResult(op=CollectiveOp.ALL_REDUCE, bytes=8, dtype="float32", nranks=2, time_s=1.0,
-                         time_min_s=2.0, time_max_s=3.0, iters=1)
+        CollectiveResult(
+            op=CollectiveOp.ALL_REDUCE,
+            bytes=8,
+            dtype="float32",
+            nranks=2,
+            time_s=1.0,
+            time_min_s=2.0,
+            time_max_s=3.0,
+            iters=1,
+        )
 
 
 def test_nccl_tests_parser_reads_both_column_groups():
@@ -76,8 +93,9 @@ def test_nccl_tests_parser_reads_both_column_groups():
 
 
 def test_nccl_tests_parser_infers_nranks_from_busbw_and_checks_op():
-    text = "\n".join(ln for ln in (DATA / "all_reduce_perf_8xH100.txt").read_text().splitlines()
-                     if "Rank" not in ln)
+    text = "\n".join(
+        ln for ln in (DATA / "all_reduce_perf_8xH100.txt").read_text().splitlines() if "Rank" not in ln
+    )
     assert {r.nranks for r in parse_nccl_tests(text)} == {8}
     with pytest.raises(DistscopeError, match="does not match op=all_gather"):
         parse_nccl_tests(text, op=CollectiveOp.ALL_GATHER, nranks=8)
@@ -112,7 +130,7 @@ def test_calibrate_nccl_tests_into_profile_and_back(tmp_path):
     assert back == prof
     ab = alpha_beta(back, "nvlink")
     assert ab[CollectiveOp.ALL_REDUCE] == (fit.alpha_s, fit.beta_s_per_byte)
-    with pytest.raises(DistscopeError, match="level='nvlnk'.*closest: nvlink"):
+    with pytest.raises(DistscopeError, match=r"level='nvlnk'.*closest: nvlink"):
         alpha_beta(back, "nvlnk")
     (tmp_path / "bad.json").write_text('{"schema": "other"}')
     with pytest.raises(DistscopeError, match="schema='other'"):
@@ -120,14 +138,28 @@ def test_calibrate_nccl_tests_into_profile_and_back(tmp_path):
 
 
 def _call(rank, seq, start, op=CollectiveOp.ALL_REDUCE, step=0, dim="dp", size=64):
-    return CommCall(rank=rank, op=op, bytes=size, dtype="float32", group="0", group_ranks=(0, 1, 2, 3), dim=dim,
-                    seq=seq, step=step, start_s=start, duration_s=1e-4)
+    return CommCall(
+        rank=rank,
+        op=op,
+        bytes=size,
+        dtype="float32",
+        group="0",
+        group_ranks=(0, 1, 2, 3),
+        dim=dim,
+        seq=seq,
+        step=step,
+        start_s=start,
+        duration_s=1e-4,
+    )
 
 
 def test_straggler_analysis_names_the_late_rank_and_only_it():
     rng = np.random.default_rng(0)
-    calls = [_call(r, s, 100.0 + s + rng.uniform(0, 1e-3) + (0.02 if r == 1 else 0)) for s in range(20)
-             for r in range(4)]
+    calls = [
+        _call(r, s, 100.0 + s + rng.uniform(0, 1e-3) + (0.02 if r == 1 else 0))
+        for s in range(20)
+        for r in range(4)
+    ]
     rep = find_stragglers(calls)
     assert rep.stragglers == [1]
     assert next(r for r in rep.ranks if r.rank == 1).last_fraction == 1.0
@@ -136,10 +168,16 @@ def test_straggler_analysis_names_the_late_rank_and_only_it():
 
 
 def test_summary_and_per_step_bytes():
-    calls = [_call(0, 0, 1.0, step=0, size=100), _call(0, 1, 2.0, step=1, size=100),
-             _call(0, 2, 2.5, op=CollectiveOp.SEND, step=1, dim="pp", size=7), _call(1, 0, 1.0, size=100)]
-    assert bytes_per_op_dim(calls, rank=0, step=1) == {(CollectiveOp.ALL_REDUCE, "dp"): 100,
-                                                       (CollectiveOp.SEND, "pp"): 7}
+    calls = [
+        _call(0, 0, 1.0, step=0, size=100),
+        _call(0, 1, 2.0, step=1, size=100),
+        _call(0, 2, 2.5, op=CollectiveOp.SEND, step=1, dim="pp", size=7),
+        _call(1, 0, 1.0, size=100),
+    ]
+    assert bytes_per_op_dim(calls, rank=0, step=1) == {
+        (CollectiveOp.ALL_REDUCE, "dp"): 100,
+        (CollectiveOp.SEND, "pp"): 7,
+    }
     rows, per_dim = summarize(calls)
     assert per_dim == {"dp": 300, "pp": 7}
     assert [(r.op, r.calls, r.ranks) for r in rows if r.dim == "dp"] == [(CollectiveOp.ALL_REDUCE, 3, 2)]

@@ -44,10 +44,16 @@ class CommCall:
     def from_dict(cls, d: dict[str, Any]) -> CommCall:
         try:
             return cls(
-                rank=int(d["rank"]), op=CollectiveOp.parse(d["op"]), bytes=int(d["bytes"]),
-                dtype=str(d["dtype"]), group=str(d["group"]),
-                group_ranks=tuple(int(r) for r in d.get("group_ranks", ())), dim=str(d["dim"]),
-                seq=int(d.get("seq", -1)), step=int(d.get("step", 0)), start_s=float(d["start_s"]),
+                rank=int(d["rank"]),
+                op=CollectiveOp.parse(d["op"]),
+                bytes=int(d["bytes"]),
+                dtype=str(d["dtype"]),
+                group=str(d["group"]),
+                group_ranks=tuple(int(r) for r in d.get("group_ranks", ())),
+                dim=str(d["dim"]),
+                seq=int(d.get("seq", -1)),
+                step=int(d.get("step", 0)),
+                start_s=float(d["start_s"]),
                 duration_s=None if d.get("duration_s") is None else float(d["duration_s"]),
                 api=str(d.get("api", "c10d")),
             )

@@ -17,9 +17,12 @@ import typer
 from rich.console import Console
 
 from distscope.errors import DistscopeError
+from distscope.measure.result import CollectiveResult
 
-app = typer.Typer(help="Measure real communication: sweeps, nccl-tests ingestion, calibration, comm logging.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Measure real communication: sweeps, nccl-tests ingestion, calibration, comm logging.",
+    no_args_is_help=True,
+)
 _console = Console(width=None if sys.stdout.isatty() else 150)
 _err = Console(stderr=True)
 
@@ -35,16 +38,22 @@ def _under_torchrun() -> bool:
 @app.command()
 def collectives(
     nproc: Annotated[int, typer.Option(help="Local processes to spawn (ignored under torchrun).")] = 4,
-    ops: Annotated[list[str] | None, typer.Option(
-        help="Ops to sweep (repeat or comma list): all_reduce, all_gather, reduce_scatter, all_to_all, "
-             "broadcast, send_recv. Default: all.")] = None,
+    ops: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Ops to sweep (repeat or comma list): all_reduce, all_gather, reduce_scatter, all_to_all, "
+            "broadcast, send_recv. Default: all."
+        ),
+    ] = None,
     dtypes: Annotated[list[str] | None, typer.Option(help="torch dtypes (repeat or comma list).")] = None,
     min_bytes: Annotated[int, typer.Option(help="Smallest message, nccl-tests bytes.")] = 1024,
     max_bytes: Annotated[int, typer.Option(help="Largest message, nccl-tests bytes.")] = 1 << 22,
     steps: Annotated[int, typer.Option(help="Size multiplier between points (nccl-tests -f).")] = 4,
     warmup: Annotated[int, typer.Option(help="Untimed calls per point.")] = 3,
     iters: Annotated[int, typer.Option(help="Timed calls per point (min/median/max reported).")] = 10,
-    backend: Annotated[str, typer.Option(help="gloo or nccl; default nccl when CUDA is present, else gloo.")] = "",
+    backend: Annotated[
+        str, typer.Option(help="gloo or nccl; default nccl when CUDA is present, else gloo.")
+    ] = "",
     level: Annotated[str, typer.Option(help="Topology level label stored with each result.")] = "default",
     out: Annotated[Path | None, typer.Option(help="Write results to FILE.json or FILE.csv.")] = None,
     timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds (never hangs).")] = 600.0,
@@ -63,8 +72,15 @@ def collectives(
         raise DistscopeError(f"nproc={nproc} must be >= 1")
     from distscope.measure.sweep import SweepConfig
 
-    cfg_kw = dict(dtypes=tuple(_split(dtypes) or ["float32"]), min_bytes=min_bytes, max_bytes=max_bytes,
-                  step_factor=steps, warmup=warmup, iters=iters, level=level)
+    cfg_kw = dict(
+        dtypes=tuple(_split(dtypes) or ["float32"]),
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        step_factor=steps,
+        warmup=warmup,
+        iters=iters,
+        level=level,
+    )
     cfg = SweepConfig(**cfg_kw, **({"ops": tuple(op_list)} if op_list else {}))  # type: ignore[arg-type]
     if _under_torchrun():
         results = _sweep_in_process(cfg, backend, timeout_s)
@@ -76,23 +92,40 @@ def collectives(
         with tempfile.TemporaryDirectory(prefix="distscope-sweep-") as tmp:
             tmp_out = Path(tmp) / "results.json"
             argv = [a for a in sys.argv[1:] if a]
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   "-m", "distscope", "measure", "collectives", *_forwarded(argv), "--out", str(tmp_out)]
-            env = dict(os.environ, DISTSCOPE_SWEEP_QUIET="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={nproc}",
+                "-m",
+                "distscope",
+                "measure",
+                "collectives",
+                *_forwarded(argv),
+                "--out",
+                str(tmp_out),
+            ]
+            env = dict(
+                os.environ, DISTSCOPE_SWEEP_QUIET="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1")
+            )
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH", "")]))
             try:
-                proc = subprocess.run(cmd, env=env, timeout=timeout_s, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True)
+                proc = subprocess.run(cmd, env=env, timeout=timeout_s, capture_output=True, text=True)
             except subprocess.TimeoutExpired:
                 raise DistscopeError(f"timeout_s={timeout_s}: the sweep did not finish in time") from None
             if proc.returncode != 0 or not tmp_out.exists():
                 tail = (proc.stderr or "").strip().splitlines()[-5:]
-                raise DistscopeError(f"sweep with nproc={nproc} failed (exit {proc.returncode}): {' | '.join(tail)}")
+                raise DistscopeError(
+                    f"sweep with nproc={nproc} failed (exit {proc.returncode}): {' | '.join(tail)}"
+                )
             results = load_results(tmp_out)
     if out is not None:
         save_results(results, out)
     if not os.environ.get("DISTSCOPE_SWEEP_QUIET"):
-        _console.print(results_table(results, title=f"collectives ({results[0].backend}, {results[0].nranks} ranks)"))
+        _console.print(
+            results_table(results, title=f"collectives ({results[0].backend}, {results[0].nranks} ranks)")
+        )
 
 
 def _forwarded(argv: list[str]) -> list[str]:
@@ -112,7 +145,7 @@ def _forwarded(argv: list[str]) -> list[str]:
     return out
 
 
-def _sweep_in_process(cfg: object, backend: str, timeout_s: float) -> list | None:  # type: ignore[type-arg]
+def _sweep_in_process(cfg: object, backend: str, timeout_s: float) -> list[CollectiveResult] | None:
     from datetime import timedelta
 
     import torch
@@ -167,8 +200,14 @@ def nccl_tests(
 
     if not file.exists():
         raise DistscopeError(f"file={str(file)!r} does not exist")
-    results = parse_nccl_tests(file.read_text(), op=CollectiveOp.parse(op) if op else None,
-                               nranks=nranks or None, level=level, source=str(file), device=device)
+    results = parse_nccl_tests(
+        file.read_text(),
+        op=CollectiveOp.parse(op) if op else None,
+        nranks=nranks or None,
+        level=level,
+        source=str(file),
+        device=device,
+    )
     if out is not None:
         save_results(results, out)
     _console.print(results_table(results, title=f"nccl-tests: {file.name}"))
@@ -176,11 +215,16 @@ def nccl_tests(
 
 @app.command()
 def calibrate(
-    inputs: Annotated[list[Path], typer.Argument(help="Results (.json/.csv from `collectives`) or nccl-tests "
-                                                      "text files (.txt/.log).")],
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(help="Results (.json/.csv from `collectives`) or nccl-tests text files (.txt/.log)."),
+    ],
     out: Annotated[Path, typer.Option(help="System profile JSON to write.")],
     name: Annotated[str, typer.Option(help="Cluster or device name stored in the profile.")] = "measured",
     device: Annotated[str, typer.Option(help="Device description stored in the profile.")] = "",
+    stat: Annotated[
+        str, typer.Option(help="Time to fit: median (time_s) or min (fastest iteration).")
+    ] = "median",
 ) -> None:
     """Fit alpha (latency) and beta (s/byte) per level and op; report max relative error; save a profile."""
     from distscope.measure.calibrate import calibrate as fit
@@ -198,7 +242,7 @@ def calibrate(
         else:
             raise DistscopeError(f"input={str(p)!r} does not exist")
     dev = device or next((r.device for r in results if r.device), "")
-    profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs))
+    profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
     _console.print(profile_table(profile))
 
@@ -206,10 +250,17 @@ def calibrate(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def log(
     ctx: typer.Context,
-    out: Annotated[Path, typer.Option(help="Merged log, {\"calls\": [...]} JSON.")],
-    dims: Annotated[str, typer.Option(help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' "
-                                           "(DeviceMesh dim names are used automatically).")] = "",
-    watchdog_s: Annotated[float, typer.Option(help="Hang watchdog timeout per call in seconds (0: off).")] = 0.0,
+    out: Annotated[Path, typer.Option(help='Merged log, {"calls": [...]} JSON.')],
+    dims: Annotated[
+        str,
+        typer.Option(
+            help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' "
+            "(DeviceMesh dim names are used automatically)."
+        ),
+    ] = "",
+    watchdog_s: Annotated[
+        float, typer.Option(help="Hang watchdog timeout per call in seconds (0: off).")
+    ] = 0.0,
     timeout_s: Annotated[float, typer.Option(help="Kill the command after this many seconds.")] = 3600.0,
 ) -> None:
     """Run COMMAND (after '--', e.g. torchrun --nproc-per-node 4 train.py) with comm logging in every rank."""
@@ -218,13 +269,16 @@ def log(
     from distscope.measure.summary import summarize
     from distscope.measure.tables import summary_table
 
-    run = run_logged(ctx.args, dims=dims, watchdog_timeout_s=watchdog_s or None, timeout_s=timeout_s,
-                     capture=False)
+    run = run_logged(
+        ctx.args, dims=dims, watchdog_timeout_s=watchdog_s or None, timeout_s=timeout_s, capture=False
+    )
     save_calls(run.calls, out)
     rows, per_dim = summarize(run.calls)
     _console.print(summary_table(rows, per_dim))
     if run.returncode != 0:
-        raise DistscopeError(f"command exited with code {run.returncode} ({len(run.calls)} calls logged to {out})")
+        raise DistscopeError(
+            f"command exited with code {run.returncode} ({len(run.calls)} calls logged to {out})"
+        )
 
 
 @app.command()

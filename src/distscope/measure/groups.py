@@ -1,7 +1,8 @@
 """Label process groups by parallelism dimension (dp/tp/pp/cp/ep...).
 
 Two sources, explicit first:
-- an explicit mapping {dim: [[ranks of one group], ...]}, e.g. {"tp": [[0, 1], [2, 3]], "dp": [[0, 2], [1, 3]]};
+- an explicit mapping {dim: [[ranks of one group], ...]},
+  e.g. {"tp": [[0, 1], [2, 3]], "dp": [[0, 2], [1, 3]]};
 - DeviceMeshes with `mesh_dim_names`: the group of mesh dim "tp" is labelled "tp".
 A group matching neither is "world" when it spans every rank, else "group[r0,r1,...]".
 """
@@ -55,8 +56,10 @@ class GroupLabeler:
             return self._cache[group_name]
         dim = self._by_ranks.get(ranks) or self._from_meshes(group_name)
         if dim is None:
-            dim = "world" if self._world_size is not None and len(ranks) == self._world_size else (
-                "group[" + ",".join(map(str, ranks)) + "]"
+            dim = (
+                "world"
+                if self._world_size is not None and len(ranks) == self._world_size
+                else ("group[" + ",".join(map(str, ranks)) + "]")
             )
         self._cache[group_name] = dim
         return dim

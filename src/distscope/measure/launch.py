@@ -48,13 +48,19 @@ def run_logged(
 ) -> LoggedRun:
     """Run `command`; return its exit code and the calls every rank logged (sorted by rank, start)."""
     if not command:
-        raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
+        raise DistscopeError(
+            "command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py"
+        )
     with tempfile.TemporaryDirectory(prefix="distscope-commlog-") as tmp:
         env = logging_env(Path(tmp), dims=dims, watchdog_timeout_s=watchdog_timeout_s)
         try:
             proc = subprocess.run(
-                list(command), env=env, timeout=timeout_s, text=True,
-                stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None,
+                list(command),
+                env=env,
+                timeout=timeout_s,
+                text=True,
+                stdout=subprocess.PIPE if capture else None,
+                stderr=subprocess.PIPE if capture else None,
             )
         except FileNotFoundError:
             raise DistscopeError(f"command={command[0]!r} was not found") from None
@@ -64,4 +70,6 @@ def run_logged(
         for f in sorted(Path(tmp).glob("rank*.json")):
             calls.extend(load_calls(f))
     calls.sort(key=lambda c: (c.rank, c.start_s))
-    return LoggedRun(returncode=proc.returncode, calls=calls, stdout=proc.stdout or "", stderr=proc.stderr or "")
+    return LoggedRun(
+        returncode=proc.returncode, calls=calls, stdout=proc.stdout or "", stderr=proc.stderr or ""
+    )

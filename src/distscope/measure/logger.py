@@ -24,6 +24,7 @@ group never arrived (or arrived at a different op) and exit with `HANG_EXIT_CODE
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -38,6 +39,7 @@ import torch.distributed as dist
 from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
 from distscope.measure.calls import CommCall, save_calls
 from distscope.measure.groups import GroupLabeler
+from distscope.measure.ops import CollectiveOp
 
 HANG_EXIT_CODE = 75
 _C10D = torch._C._distributed_c10d
@@ -56,16 +58,23 @@ def _tensor_bytes(value: Any) -> tuple[int, str]:
     return total, dtype
 
 
+@dataclasses.dataclass(eq=False, slots=True, kw_only=True)
 class _Open:
-    """A call issued and not yet known to be complete (mutable until closed)."""
+    """A call issued and not yet known to be complete (mutable until closed; identity-hashed)."""
 
-    __slots__ = ("dtype", "end_perf", "group", "nbytes", "op", "ranks", "seq", "start_perf", "start_s",
-                 "step", "api", "work", "dim")
-
-    def __init__(self, **kw: Any) -> None:
-        for k, v in kw.items():
-            setattr(self, k, v)
-        self.end_perf: float | None = None
+    op: CollectiveOp
+    nbytes: int
+    dtype: str
+    group: str
+    ranks: tuple[int, ...]
+    dim: str
+    seq: int
+    step: int
+    start_s: float
+    start_perf: float
+    api: str
+    work: Any = None
+    end_perf: float | None = None
 
 
 def _register_kernels(logger: CommLogger) -> list[torch.library.Library]:
@@ -140,7 +149,7 @@ class CommLogger:
             labeler.add_mesh(mesh_self)
 
         self._orig_mesh_init = orig
-        DeviceMesh.__init__ = mesh_init  # type: ignore[method-assign]
+        DeviceMesh.__init__ = mesh_init  # type: ignore[assignment, method-assign]
         orig_wait = _C10D.Work.wait
         by_work = self._by_work
         close = self._close
@@ -153,7 +162,7 @@ class CommLogger:
             return out
 
         self._orig_wait = orig_wait
-        _C10D.Work.wait = wait
+        _C10D.Work.wait = wait  # type: ignore[assignment, method-assign]
         self._libs = _register_kernels(self)
         if self._watchdog_timeout_s is not None:
             self._start_monitor()
@@ -174,7 +183,7 @@ class CommLogger:
         if self._orig_mesh_init is not None:
             DeviceMesh.__init__ = self._orig_mesh_init  # type: ignore[method-assign]
         if self._orig_wait is not None:
-            _C10D.Work.wait = self._orig_wait
+            _C10D.Work.wait = self._orig_wait  # type: ignore[method-assign]
         if self._hook is not None:
             self._hook.remove()
         # Give in-flight works a moment to report (no sync is forced on the program).
@@ -195,9 +204,18 @@ class CommLogger:
         rank = self._rank if self._rank is not None else 0
         return [
             CommCall(
-                rank=rank, op=r.op, bytes=r.nbytes, dtype=r.dtype, group=r.group, group_ranks=r.ranks,
-                dim=r.dim, seq=r.seq, step=r.step, start_s=r.start_s,
-                duration_s=None if r.end_perf is None else r.end_perf - r.start_perf, api=r.api,
+                rank=rank,
+                op=r.op,
+                bytes=r.nbytes,
+                dtype=r.dtype,
+                group=r.group,
+                group_ranks=r.ranks,
+                dim=r.dim,
+                seq=r.seq,
+                step=r.step,
+                start_s=r.start_s,
+                duration_s=None if r.end_perf is None else r.end_perf - r.start_perf,
+                api=r.api,
             )
             for r in recs
         ]
@@ -209,7 +227,7 @@ class CommLogger:
     def _resolve_group(self, pg_obj: Any) -> tuple[str, tuple[int, ...]]:
         pg = _C10D.ProcessGroup.unbox(pg_obj) if isinstance(pg_obj, torch.ScriptObject) else pg_obj
         if isinstance(pg, str):
-            pg = _C10D._resolve_process_group(pg)
+            pg = _C10D._resolve_process_group(pg)  # type: ignore[arg-type]
         name = pg.group_name
         if name not in self._groups:
             self._groups[name] = tuple(dist.get_process_group_ranks(pg))
@@ -225,7 +243,7 @@ class CommLogger:
                 self._close_functional(args[0])
                 return out
             return func(*args, **kwargs)
-        bound = {a.name: v for a, v in zip(func._schema.arguments, args)}
+        bound = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)}  # trailing defaults
         bound.update(kwargs)
         rec = self._open_record(spec, bound, functional)
         out = func(*args, **kwargs)
@@ -244,9 +262,18 @@ class CommLogger:
         seq = self._seq.get(group, 0)
         self._seq[group] = seq + 1
         rec = _Open(
-            op=spec.op, nbytes=nbytes, dtype=dtype, group=group, ranks=ranks, seq=seq, step=self._step,
-            start_s=time.time(), start_perf=time.perf_counter(), api="functional" if functional else "c10d",
-            work=None, dim=self._labeler.label(group, ranks),
+            op=spec.op,
+            nbytes=nbytes,
+            dtype=dtype,
+            group=group,
+            ranks=ranks,
+            seq=seq,
+            step=self._step,
+            start_s=time.time(),
+            start_perf=time.perf_counter(),
+            api="functional" if functional else "c10d",
+            work=None,
+            dim=self._labeler.label(group, ranks),
         )
         if self._watchdog_timeout_s is not None:
             self._announce(rec)
@@ -277,7 +304,11 @@ class CommLogger:
             self._start_monitor()
             self._wake.set()
             return
-        fut.add_done_callback(lambda _f, r=rec: self._close(r))
+
+        def done(_fut: Any, r: _Open = rec) -> None:
+            self._close(r)
+
+        fut.add_done_callback(done)
 
     def _close_functional(self, t: Any) -> None:
         if isinstance(t, torch.Tensor):

@@ -20,18 +20,34 @@ from distscope.errors import DistscopeError
 from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.result import CollectiveResult
 
-_DTYPES = {"float": "float32", "half": "float16", "double": "float64", "bfloat16": "bfloat16",
-           "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
-           "uint64": "uint64", "int": "int32", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2"}
-_OP_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter"
-                    r"|hypercube)_perf\b")
+_DTYPES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "bfloat16": "bfloat16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "int": "int32",
+    "f8e4m3": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}
+_OP_RE = re.compile(
+    r"\b(all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|gather|scatter"
+    r"|hypercube)_perf\b"
+)
 _ITERS_RE = re.compile(r"warmup iters:\s*\d+\s+iters:\s*(\d+)")
 
 
 def _infer_op(text: str) -> CollectiveOp:
     m = _OP_RE.search(text)
     if m is None:
-        raise DistscopeError("op=None: the nccl-tests output does not name its binary; pass the op explicitly")
+        raise DistscopeError(
+            "op=None: the nccl-tests output does not name its binary; pass the op explicitly"
+        )
     return CollectiveOp.parse(m.group(1))
 
 
@@ -72,23 +88,41 @@ def parse_nccl_tests(
         n = _nranks_from_ratio(op, float(rest[first + 1]), float(rest[first + 2]))
     for ln, size, _count, type_name, rest in rows:
         # The trailing groups of 4 are (time, algbw, busbw, #wrong); redop/root columns come before them.
-        groups = [rest[i : i + 4] for i in range(len(rest) - 8, len(rest), 4)] if len(rest) >= 8 else [rest[-4:]]
-        for in_place, g in zip((False, True), groups):
+        groups = (
+            [rest[i : i + 4] for i in range(len(rest) - 8, len(rest), 4)] if len(rest) >= 8 else [rest[-4:]]
+        )
+        for in_place, g in zip((False, True), groups, strict=False):
             time_us, busbw = float(g[0]), float(g[2])
             _check_busbw(op, n, size, time_us, busbw, ln)
             t = time_us * 1e-6
-            results.append(CollectiveResult(
-                op=op, bytes=size, dtype=_DTYPES.get(type_name, type_name), nranks=n, time_s=t,
-                time_min_s=t, time_max_s=t, iters=iters, level=level, in_place=in_place,
-                backend="nccl", source=source, device=device,
-            ))
+            results.append(
+                CollectiveResult(
+                    op=op,
+                    bytes=size,
+                    dtype=_DTYPES.get(type_name, type_name),
+                    nranks=n,
+                    time_s=t,
+                    time_min_s=t,
+                    time_max_s=t,
+                    iters=iters,
+                    level=level,
+                    in_place=in_place,
+                    backend="nccl",
+                    source=source,
+                    device=device,
+                )
+            )
     return results
 
 
 def _nranks_from_ratio(op: CollectiveOp, algbw: float, busbw: float) -> int:
     """Invert busbw/algbw = 2(n-1)/n or (n-1)/n; impossible for factor-1 ops (give nranks then)."""
-    if algbw <= 0 or op not in (CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER,
-                                CollectiveOp.ALL_TO_ALL):
+    if algbw <= 0 or op not in (
+        CollectiveOp.ALL_REDUCE,
+        CollectiveOp.ALL_GATHER,
+        CollectiveOp.REDUCE_SCATTER,
+        CollectiveOp.ALL_TO_ALL,
+    ):
         raise DistscopeError(f"nranks=None: cannot infer it for op={op.value}; pass nranks")
     r = busbw / algbw / (2.0 if op is CollectiveOp.ALL_REDUCE else 1.0)
     if r >= 0.999:

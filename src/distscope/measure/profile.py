@@ -51,7 +51,9 @@ class OpFit:
 
     def __post_init__(self) -> None:
         if self.alpha_s < 0 or self.beta_s_per_byte < 0:
-            raise DistscopeError(f"alpha_s={self.alpha_s}, beta_s_per_byte={self.beta_s_per_byte} must be >= 0")
+            raise DistscopeError(
+                f"alpha_s={self.alpha_s}, beta_s_per_byte={self.beta_s_per_byte} must be >= 0"
+            )
         if self.nranks < 1:
             raise DistscopeError(f"nranks={self.nranks} must be >= 1")
 
@@ -60,7 +62,11 @@ class OpFit:
 
     def busbw_GBps(self, op: CollectiveOp) -> float:
         """Asymptotic bus bandwidth implied by beta (inf when beta is 0)."""
-        return float("inf") if self.beta_s_per_byte == 0 else busbw_factor(op, self.nranks) / self.beta_s_per_byte / 1e9
+        return (
+            float("inf")
+            if self.beta_s_per_byte == 0
+            else busbw_factor(op, self.nranks) / self.beta_s_per_byte / 1e9
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -76,7 +82,10 @@ class SystemProfile:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "name": self.name, "device": self.device, "source": self.source,
+            "schema": SCHEMA,
+            "name": self.name,
+            "device": self.device,
+            "source": self.source,
             "levels": {
                 lvl: {op.value: dataclasses.asdict(fit) for op, fit in ops.items()}
                 for lvl, ops in self.levels.items()
@@ -91,15 +100,21 @@ class SystemProfile:
         try:
             levels = {
                 str(lvl): {
-                    CollectiveOp.parse(op, field=f"{where} level {lvl} op"): OpFit(**{k: fit[k] for k in fields})
+                    CollectiveOp.parse(op, field=f"{where} level {lvl} op"): OpFit(
+                        **{k: fit[k] for k in fields}
+                    )
                     for op, fit in ops.items()
                 }
                 for lvl, ops in d["levels"].items()
             }
         except KeyError as exc:
             raise DistscopeError(f"{where}: missing field {exc.args[0]!r}") from None
-        return cls(name=str(d.get("name", "")), device=str(d.get("device", "")), source=str(d.get("source", "")),
-                   levels=levels)
+        return cls(
+            name=str(d.get("name", "")),
+            device=str(d.get("device", "")),
+            source=str(d.get("source", "")),
+            levels=levels,
+        )
 
 
 def save_profile(profile: SystemProfile, path: Path) -> None:
@@ -119,5 +134,7 @@ def load_profile(path: Path) -> SystemProfile:
 def alpha_beta(profile: SystemProfile, level: str) -> dict[CollectiveOp, tuple[float, float]]:
     """{op: (alpha_s, beta_s_per_byte)} for one topology level of a profile (pure)."""
     if level not in profile.levels:
-        raise DistscopeError(f"level={level!r} is not in profile {profile.name!r}{closest(level, profile.levels)}")
+        raise DistscopeError(
+            f"level={level!r} is not in profile {profile.name!r}{closest(level, profile.levels)}"
+        )
     return {op: (fit.alpha_s, fit.beta_s_per_byte) for op, fit in profile.levels[level].items()}

@@ -1,7 +1,8 @@
 """One measured (op, size, dtype, nranks) point, shared by the sweep, nccl-tests ingestion and calibration.
 
 JSON file: {"results": [{"op", "bytes", "dtype", "nranks", "time_s", "algbw_GBps", "busbw_GBps",
-"time_min_s", "time_max_s", "iters", "level", "in_place", "backend", "source", "device"}, ...]} where time_s is the
+"time_min_s", "time_max_s", "iters", "level", "in_place", "backend", "source", "device"}, ...]}
+where time_s is the
 median over iterations and bytes follows the nccl-tests convention (see `distscope.measure.ops`).
 """
 
@@ -44,7 +45,8 @@ class CollectiveResult:
         if not 0 < self.time_min_s <= self.time_s <= self.time_max_s:
             raise DistscopeError(
                 f"times must satisfy 0 < min <= median <= max, got "
-                f"{self.time_min_s}, {self.time_s}, {self.time_max_s} for op={self.op.value} bytes={self.bytes}"
+                f"{self.time_min_s}, {self.time_s}, {self.time_max_s} "
+                f"for op={self.op.value} bytes={self.bytes}"
             )
 
     @property
@@ -82,8 +84,21 @@ class CollectiveResult:
 
 
 _CSV_FIELDS = [
-    "op", "bytes", "dtype", "nranks", "time_s", "algbw_GBps", "busbw_GBps", "time_min_s", "time_max_s",
-    "iters", "level", "in_place", "backend", "source", "device",
+    "op",
+    "bytes",
+    "dtype",
+    "nranks",
+    "time_s",
+    "algbw_GBps",
+    "busbw_GBps",
+    "time_min_s",
+    "time_max_s",
+    "iters",
+    "level",
+    "in_place",
+    "backend",
+    "source",
+    "device",
 ]
 
 

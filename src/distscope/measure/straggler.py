@@ -53,7 +53,9 @@ def arrival_skew(calls: Iterable[CommCall]) -> dict[int, list[float]]:
     return dict(skews)
 
 
-def find_stragglers(calls: Iterable[CommCall], *, threshold_s: float = 0.005, ratio: float = 5.0) -> StragglerReport:
+def find_stragglers(
+    calls: Iterable[CommCall], *, threshold_s: float = 0.005, ratio: float = 5.0
+) -> StragglerReport:
     """Ranks whose median skew exceeds both `threshold_s` and `ratio` x the median of the other ranks."""
     calls = list(calls)
     skews = arrival_skew(calls)
@@ -66,9 +68,15 @@ def find_stragglers(calls: Iterable[CommCall], *, threshold_s: float = 0.005, ra
         if len(cs) > 1:
             last_count[max(cs, key=lambda c: c.start_s).rank] += 1
     rows = [
-        RankSkew(rank=r, instances=len(s), median_skew_s=statistics.median(s), mean_skew_s=statistics.fmean(s),
-                 last_fraction=last_count[r] / len(s))
-        for r, s in sorted(skews.items()) if s
+        RankSkew(
+            rank=r,
+            instances=len(s),
+            median_skew_s=statistics.median(s),
+            mean_skew_s=statistics.fmean(s),
+            last_fraction=last_count[r] / len(s),
+        )
+        for r, s in sorted(skews.items())
+        if s
     ]
     stragglers = []
     for row in rows:

@@ -11,7 +11,9 @@ from distscope.measure.calls import CommCall
 from distscope.measure.ops import CollectiveOp
 
 
-def bytes_per_op_dim(calls: Iterable[CommCall], *, rank: int, step: int) -> dict[tuple[CollectiveOp, str], int]:
+def bytes_per_op_dim(
+    calls: Iterable[CommCall], *, rank: int, step: int
+) -> dict[tuple[CollectiveOp, str], int]:
     """Bytes issued by `rank` during optimizer step `step`, per (op, dim); barriers excluded."""
     out: dict[tuple[CollectiveOp, str], int] = defaultdict(int)
     for c in calls:
@@ -36,12 +38,20 @@ def summarize(calls: Iterable[CommCall]) -> tuple[list[SummaryRow], dict[str, in
     groups: dict[tuple[CollectiveOp, str, int], list[CommCall]] = defaultdict(list)
     for c in calls:
         groups[(c.op, c.dim, c.bytes)].append(c)
-    rows, per_dim = [], defaultdict(int)
+    rows: list[SummaryRow] = []
+    per_dim: dict[str, int] = defaultdict(int)
     for (op, dim, size), cs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0].value, kv[0][2])):
         durs = [c.duration_s for c in cs if c.duration_s is not None]
-        rows.append(SummaryRow(
-            op=op, dim=dim, bytes=size, calls=len(cs), ranks=len({c.rank for c in cs}),
-            total_bytes=size * len(cs), median_duration_s=statistics.median(durs) if durs else None,
-        ))
+        rows.append(
+            SummaryRow(
+                op=op,
+                dim=dim,
+                bytes=size,
+                calls=len(cs),
+                ranks=len({c.rank for c in cs}),
+                total_bytes=size * len(cs),
+                median_duration_s=statistics.median(durs) if durs else None,
+            )
+        )
         per_dim[dim] += size * len(cs)
     return rows, dict(per_dim)

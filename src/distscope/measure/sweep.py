@@ -33,8 +33,12 @@ from distscope.measure.ops import CollectiveOp
 from distscope.measure.result import CollectiveResult
 
 SWEEP_OPS = (
-    CollectiveOp.ALL_REDUCE, CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL,
-    CollectiveOp.BROADCAST, CollectiveOp.SEND_RECV,
+    CollectiveOp.ALL_REDUCE,
+    CollectiveOp.ALL_GATHER,
+    CollectiveOp.REDUCE_SCATTER,
+    CollectiveOp.ALL_TO_ALL,
+    CollectiveOp.BROADCAST,
+    CollectiveOp.SEND_RECV,
 )
 
 
@@ -60,12 +64,15 @@ class SweepConfig:
     def __post_init__(self) -> None:
         bad = [o for o in self.ops if o not in SWEEP_OPS]
         if bad:
-            raise DistscopeError(f"ops={[o.value for o in bad]} cannot be swept; choose from "
-                                 f"{[o.value for o in SWEEP_OPS]}")
+            raise DistscopeError(
+                f"ops={[o.value for o in bad]} cannot be swept; choose from {[o.value for o in SWEEP_OPS]}"
+            )
         for d in self.dtypes:
             parse_dtype(d)
         if not 0 < self.min_bytes <= self.max_bytes:
-            raise DistscopeError(f"min_bytes={self.min_bytes}, max_bytes={self.max_bytes}: need 0 < min <= max")
+            raise DistscopeError(
+                f"min_bytes={self.min_bytes}, max_bytes={self.max_bytes}: need 0 < min <= max"
+            )
         if self.step_factor < 2:
             raise DistscopeError(f"steps={self.step_factor} (size multiplier) must be >= 2")
         if self.iters < 1 or self.warmup < 0:
@@ -85,8 +92,9 @@ def _elements(op: CollectiveOp, size_bytes: int, elem: int, n: int) -> int:
     return count
 
 
-def _make_call(op: CollectiveOp, count: int, dtype: torch.dtype, device: torch.device, group: dist.ProcessGroup
-               ) -> Callable[[], None]:
+def _make_call(
+    op: CollectiveOp, count: int, dtype: torch.dtype, device: torch.device, group: dist.ProcessGroup
+) -> Callable[[], None]:
     n, rank = dist.get_world_size(group), dist.get_rank(group)
     full = torch.ones(count, dtype=dtype, device=device)
     part = torch.ones(count // n, dtype=dtype, device=device)
@@ -105,9 +113,9 @@ def _make_call(op: CollectiveOp, count: int, dtype: torch.dtype, device: torch.d
     peer_from = dist.get_global_rank(group, (rank - 1) % n)
 
     def send_recv() -> None:
-        works = [dist.isend(full, peer_to, group=group), dist.irecv(out, peer_from, group=group)]
-        for w in works:
-            w.wait()
+        for w in (dist.isend(full, peer_to, group=group), dist.irecv(out, peer_from, group=group)):
+            if w is not None:
+                w.wait()
 
     return send_recv
 
@@ -119,7 +127,7 @@ def run_sweep(
     progress: Callable[[str], None] | None = None,
 ) -> list[CollectiveResult]:
     """Collective call on every rank of `group`; returns identical results on every rank."""
-    group = group or dist.group.WORLD
+    group = group or dist.distributed_c10d._get_default_group()
     n = dist.get_world_size(group)
     backend = dist.get_backend(group)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
@@ -148,11 +156,22 @@ def run_sweep(
                 agg = times.to(device)
                 dist.all_reduce(agg, group=group)
                 ts = (agg / n).cpu().tolist()
-                results.append(CollectiveResult(
-                    op=op, bytes=count * elem, dtype=dtype_name, nranks=n, time_s=statistics.median(ts),
-                    time_min_s=min(ts), time_max_s=max(ts), iters=cfg.iters, level=cfg.level,
-                    backend=backend, source="distscope measure collectives", device=device_name,
-                ))
+                results.append(
+                    CollectiveResult(
+                        op=op,
+                        bytes=count * elem,
+                        dtype=dtype_name,
+                        nranks=n,
+                        time_s=statistics.median(ts),
+                        time_min_s=min(ts),
+                        time_max_s=max(ts),
+                        iters=cfg.iters,
+                        level=cfg.level,
+                        backend=backend,
+                        source="distscope measure collectives",
+                        device=device_name,
+                    )
+                )
                 if progress is not None:
                     progress(f"{op.value} {dtype_name} {count * elem} B")
     return results
