@@ -47,6 +47,10 @@ class GroupLabeler:
         self._world_size = world_size
         self._cache: dict[str, str] = {}
 
+    def set_world_size(self, world_size: int) -> None:
+        self._world_size = world_size
+        self._cache.clear()
+
     def add_mesh(self, mesh: Any) -> None:
         self._meshes.append(mesh)
         self._cache.clear()

@@ -77,24 +77,44 @@ class _Open:
     end_perf: float | None = None
 
 
+_CEA = torch._C.DispatchKey.CompositeExplicitAutograd
+_FUNCTIONAL_KEYS = ("CPU", "CUDA")
+
+
 def _register_kernels(logger: CommLogger) -> list[torch.library.Library]:
-    """Autograd-key kernels on every comm op that this torch build has; destroyed on logger exit."""
-    libs = []
-    for ns, names in (("c10d", list(C10D_OPS)), ("_c10d_functional", [*FUNCTIONAL_OPS, "wait_tensor"])):
-        lib = torch.library.Library(ns, "IMPL")
-        packet = getattr(torch.ops, ns)
-        for name in names:
-            if not hasattr(packet, name):
-                continue
-            func = getattr(packet, name).default
+    """Python kernels on every comm op this torch build has; removed (Library._destroy) on logger exit.
 
-            def kernel(*args: Any, _func: Any = func, **kwargs: Any) -> Any:
-                with torch._C._AutoDispatchBelowAutograd():
-                    return logger._intercept(_func, args, kwargs)
+    c10d ops: an `Autograd` kernel that re-dispatches below autograd to the backend kernel.
+    Functional ops (and wait_tensor, for their end time): they have a CompositeExplicitAutograd kernel and,
+    once DTensor is imported, a real Autograd kernel, so the hook goes on the CPU/CUDA keys (which win
+    over CompositeExplicitAutograd) and calls that composite kernel itself.
+    """
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    c10d = torch.library.Library("c10d", "IMPL")
+    for name in C10D_OPS:
+        if not hasattr(torch.ops.c10d, name) or has(f"c10d::{name}", "Autograd"):
+            continue  # absent in this build, or it has a real autograd kernel we must not replace
+        func = getattr(torch.ops.c10d, name).default
 
-            lib.impl(name, kernel, "Autograd")
-        libs.append(lib)
-    return libs
+        def kernel(*args: Any, _func: Any = func, **kwargs: Any) -> Any:
+            with torch._C._AutoDispatchBelowAutograd():
+                return logger._intercept(_func, args, kwargs, lambda: _func(*args, **kwargs))
+
+        c10d.impl(name, kernel, "Autograd")
+    fun = torch.library.Library("_c10d_functional", "IMPL")
+    for name in [*FUNCTIONAL_OPS, "wait_tensor"]:
+        qual = f"_c10d_functional::{name}"
+        if not hasattr(torch.ops._c10d_functional, name) or not has(qual, "CompositeExplicitAutograd"):
+            continue
+        func = getattr(torch.ops._c10d_functional, name).default
+
+        def fkernel(*args: Any, _func: Any = func, **kwargs: Any) -> Any:
+            return logger._intercept(_func, args, kwargs, lambda: _func._op_dk(_CEA, *args, **kwargs))
+
+        for key in _FUNCTIONAL_KEYS:
+            if not has(qual, key):
+                fun.impl(name, fkernel, key)
+    return [c10d, fun]
 
 
 class CommLogger:
@@ -120,7 +140,6 @@ class CommLogger:
         self._records: list[_Open] = []
         self._open: set[_Open] = set()
         self._polled: list[_Open] = []
-        self._by_storage: dict[int, _Open] = {}
         self._seq: dict[str, int] = {}
         self._groups: dict[str, tuple[int, ...]] = {}
         self._step = 0
@@ -134,6 +153,8 @@ class CommLogger:
         self._orig_mesh_init: Callable[..., None] | None = None
         self._orig_wait: Callable[..., Any] | None = None
         self._by_work: dict[int, _Open] = {}
+        self._by_storage: dict[int, _Open] = {}
+        self._tls = threading.local()
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> CommLogger:
@@ -233,27 +254,44 @@ class CommLogger:
             self._groups[name] = tuple(dist.get_process_group_ranks(pg))
         return name, self._groups[name]
 
-    def _intercept(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _intercept(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], call: Callable[[], Any]
+    ) -> Any:
         name = func._schema.name.split("::", 1)[1]
         functional = func.namespace == "_c10d_functional"
+        if functional and name == "wait_tensor":
+            out = call()
+            self._close_functional(args[0] if args else kwargs.get("tensor"))
+            return out
         spec = (FUNCTIONAL_OPS if functional else C10D_OPS).get(name)
-        if spec is None:
-            if functional and name == "wait_tensor":
-                out = func(*args, **kwargs)
-                self._close_functional(args[0])
-                return out
-            return func(*args, **kwargs)
+        if spec is None or (not functional and getattr(self._tls, "in_functional", False)):
+            return call()  # a c10d op issued by a functional op we already recorded
         bound = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)}  # trailing defaults
         bound.update(kwargs)
         rec = self._open_record(spec, bound, functional)
-        out = func(*args, **kwargs)
-        if rec is not None:
-            self._attach_completion(rec, out, functional)
+        if functional:
+            self._tls.in_functional = True
+            try:
+                out = call()
+            finally:
+                self._tls.in_functional = False
+        else:
+            out = call()
+        self._attach_completion(rec, out, functional)
         return out
 
-    def _open_record(self, spec: CommOpSpec, bound: dict[str, Any], functional: bool) -> _Open | None:
+    def _close_functional(self, t: Any) -> None:
+        if isinstance(t, torch.Tensor):
+            with self._lock:
+                rec = self._by_storage.pop(t.untyped_storage().data_ptr(), None)
+            if rec is not None:
+                self._close(rec)
+
+    def _open_record(self, spec: CommOpSpec, bound: dict[str, Any], functional: bool) -> _Open:
         if self._rank is None:
             self._rank = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+            if dist.is_initialized():
+                self._labeler.set_world_size(dist.get_world_size())
         pg_arg = bound.get("group_name") if functional else bound.get("process_group")
         group, ranks = self._resolve_group(pg_arg)
         nbytes, dtype = (0, "") if spec.counted_arg is None else _tensor_bytes(bound[spec.counted_arg])
@@ -283,11 +321,12 @@ class CommLogger:
         return rec
 
     def _attach_completion(self, rec: _Open, out: Any, functional: bool) -> None:
-        if functional:
+        if functional:  # completes in the wait_tensor() on its output (end time = when that returns)
             tensors = out if isinstance(out, (list, tuple)) else [out]
-            for t in tensors:
-                if isinstance(t, torch.Tensor):
-                    self._by_storage[t.untyped_storage().data_ptr()] = rec
+            with self._lock:
+                for t in tensors:
+                    if isinstance(t, torch.Tensor):
+                        self._by_storage[t.untyped_storage().data_ptr()] = rec
             return
         w = out[-1] if isinstance(out, (tuple, list)) else out
         if not isinstance(w, torch.ScriptObject):  # monitored_barrier_ returns nothing: it completed
@@ -309,12 +348,6 @@ class CommLogger:
             self._close(r)
 
         fut.add_done_callback(done)
-
-    def _close_functional(self, t: Any) -> None:
-        if isinstance(t, torch.Tensor):
-            rec = self._by_storage.pop(t.untyped_storage().data_ptr(), None)
-            if rec is not None:
-                self._close(rec)
 
     def _close(self, rec: _Open) -> None:
         if rec.end_perf is None:
