@@ -52,7 +52,8 @@ def test_hung_collective_names_op_group_and_missing_rank(tmp_path):
     calls = load_calls(out)
     assert {c.rank for c in calls} <= {0, 1, 2}
     hung = [c for c in calls if c.seq == 2]
-    assert hung and all(c.duration_s is None for c in hung)
+    # (still open, or failed once the first rank that gave up closed its connections)
+    assert hung and all(c.duration_s is None or c.error for c in hung)
 
 
 def test_slow_rank_is_named_by_arrival_skew(tmp_path):

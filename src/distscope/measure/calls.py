@@ -4,7 +4,8 @@ File: {"calls": [{"rank", "op", "bytes", "dtype", "group", "group_ranks", "dim",
 "start_s", "duration_s", "api"}, ...]}. `bytes` follows nccl-tests (see `distscope.measure.ops`);
 start_s is wall-clock (time.time()) at issue; duration_s runs from issue to completion of the Work
 (None when it never completed); seq counts calls per (rank, group), so (group, seq) names one
-collective instance across ranks; step counts optimizer.step() calls completed before the issue.
+collective instance across ranks; step counts optimizer.step() calls completed before the issue; error
+holds the first line of the exception when the Work failed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class CommCall:
     start_s: float
     duration_s: float | None
     api: str = "c10d"
+    error: str | None = None  # set when the Work completed with an exception
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -56,6 +58,7 @@ class CommCall:
                 start_s=float(d["start_s"]),
                 duration_s=None if d.get("duration_s") is None else float(d["duration_s"]),
                 api=str(d.get("api", "c10d")),
+                error=d.get("error"),
             )
         except KeyError as exc:
             raise DistscopeError(f"call record is missing field {exc.args[0]!r}: {d}") from None

@@ -75,6 +75,7 @@ class _Open:
     api: str
     work: Any = None
     end_perf: float | None = None
+    error: str | None = None
 
 
 _CEA = torch._C.DispatchKey.CompositeExplicitAutograd
@@ -236,6 +237,7 @@ class CommLogger:
                 step=r.step,
                 start_s=r.start_s,
                 duration_s=None if r.end_perf is None else r.end_perf - r.start_perf,
+                error=r.error,
                 api=r.api,
             )
             for r in recs
@@ -344,7 +346,11 @@ class CommLogger:
             self._wake.set()
             return
 
-        def done(_fut: Any, r: _Open = rec) -> None:
+        def done(f: Any, r: _Open = rec) -> None:
+            try:
+                f.value()
+            except Exception as exc:  # the collective failed (peer died, timeout): keep the reason
+                r.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             self._close(r)
 
         fut.add_done_callback(done)
