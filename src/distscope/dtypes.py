@@ -20,7 +20,7 @@ class DType(enum.Enum):
 
     @property
     def bytes(self) -> float:
-        return _BYTES[self]
+        return self._bytes  # type: ignore[attr-defined,no-any-return]
 
     @classmethod
     def parse(cls, value: str, field: str = "dtype") -> DType:
@@ -41,6 +41,8 @@ _BYTES: dict[DType, float] = {
     DType.INT8: 1.0,
     DType.INT4: 0.5,
 }
+for _member, _size in _BYTES.items():
+    _member._bytes = _size  # type: ignore[attr-defined]  # plain attribute: hashing enums is slow in hot loops
 
 
 class Precision(enum.Enum):

@@ -139,8 +139,14 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = 0.0
     model_flops = hw_flops = 0.0
+    # stages with the same layers and role cost the same: evaluate each distinct one once
+    kinds: dict[tuple[StageLayers, bool, bool], int] = {}
     for i, sl in enumerate(stages):
-        first, last = i == 0, i == pp - 1
+        key = (sl, i == 0, i == pp - 1)
+        kinds[key] = kinds.get(key, 0) + 1
+    counts: list[int] = []
+    for (sl, first, last), count in kinds.items():
+        counts.append(count)
         layers = ((False, sl.dense), (True, sl.moe))
         fwd = sum(costs[moe].fwd_s * n for moe, n in layers if n)
         bwd = sum((costs[moe].bwd_s + rfrac * costs[moe].recompute_s) * n for moe, n in layers if n)
@@ -209,8 +215,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         parts.append({"compute": fwd + bwd, "tp": tp_exp, "cp": cp_exp, "ep": ep_tot, "pp": pp_exposed_mb,
                       "dp": z3_exp, "tp_tot": tp_tot, "cp_tot": cp_tot, "dp_tot_step": stage_dp_tot,
                       "dp_exp_step": stage_dp_exp})
-        model_flops += flops
-        hw_flops += flops + rflops
+        model_flops += flops * count
+        hw_flops += (flops + rflops) * count
         # --- optimizer step (memory-bound Adam over the local shard) ---
         shard = (dp * cp) if plan.shards_optimizer else 1
         opt_s = max(opt_s, mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps))
@@ -223,7 +229,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     t_max = max(stage_t)
     k = stage_t.index(t_max)
-    pipe = m * t_max + (sum(stage_t) - t_max) / plan.vp
+    pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
     if pp > 1 and Dim.PP in plan.overlap:
         pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
     tied_sync = 0.0
@@ -269,11 +275,11 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     shard = plan.shards_optimizer
     obytes = (dense_p / (dpc if shard else 1) + expert_p / (edp if shard else 1)) * MASTER_BYTES_PER_PARAM
     per_mb = 0.0
-    rfrac = recompute_fraction(spec.layers, plan) if plan.recompute is Recompute.FULL else 0.0
+    rfrac = recompute_fraction(spec.layers, plan)
     for moe_layer, n in ((False, sl.dense), (True, sl.moe)):
         if n:
             full = activation_bytes_per_layer(spec, moe_layer, b, s, plan)
-            if rfrac < 1.0:  # block recompute: the other layers keep everything
+            if plan.recompute is Recompute.FULL and rfrac < 1.0:  # block recompute: other layers keep everything
                 keep = activation_bytes_per_layer(spec, moe_layer, b, s,
                                                   dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0))
                 full = rfrac * full + (1 - rfrac) * keep

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ def candidate_plans(row: Row) -> Iterator[Plan]:
         )
 
 
-def predict_row(row: Row, tune: Callable[[Any], Any] | None = None) -> RowResult:
+def predict_row(row: Row) -> RowResult:
     cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
     shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
     best: tuple[Estimate, Plan] | None = None
@@ -109,7 +109,11 @@ def validate_file(path: str | Path) -> list[RowResult]:
             results.append(RowResult(run_id=(raw.get("run_id") or f"line{line}").strip(),
                                      measured_step_time_s=m, error=str(exc)))
             continue
-        results.append(predict_row(row))
+        try:
+            results.append(predict_row(row))
+        except DistscopeError as exc:  # e.g. a GPU count the row's topology cannot hold
+            results.append(RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                                     error=f"run_id={row.run_id}: {exc}"))
     return results
 
 
