@@ -21,6 +21,15 @@ app = typer.Typer(
 )
 
 
+from distscope.model.cli import estimate_cmd  # noqa: E402
+from distscope.report.catalog_cli import clusters_cmd, models_cmd  # noqa: E402
+from distscope.validate.cli import validate_cmd  # noqa: E402
+
+app.command("estimate")(estimate_cmd)
+app.command("validate")(validate_cmd)
+app.command("models")(models_cmd)
+app.command("clusters")(clusters_cmd)
+
 from distscope.measure.cli import app as measure_app  # noqa: E402
 
 app.add_typer(measure_app, name="measure")
