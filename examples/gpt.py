@@ -9,8 +9,13 @@ Tensor parallelism (Shoeybi et al. 2019, "Megatron-LM", Sec. 3): qkv and fc1 are
 split; the partial sums are all-reduced, the bias added after). Operator f (identity forward, all-reduce
 backward) sits before each column-parallel layer, operator g (all-reduce forward, identity backward)
 after each row-parallel one: per block 2 all-reduces of [b, s, h] forward and 2 backward.
-Embeddings, layer norms and the head stay replicated; their gradients are identical on every tp rank
-because f's backward all-reduce hands every rank the full gradient.
+The word embedding and the head are vocab parallel (Megatron's VocabParallelEmbedding and
+parallel LM head): each tp rank holds V/tp rows. Embedding: local lookup of the tokens in its range,
+zeros elsewhere, then g (all-reduce [b, s, h] forward). Head: f, then local logits [b, s, V/tp], then the
+vocab-parallel cross entropy, which all-reduces three [b*s] fp32 vectors forward (max logit, target
+logit, sum of exponentials) and nothing backward. Position embeddings and layer norms stay replicated;
+their gradients are identical on every tp rank because f's backward all-reduce hands every rank the
+full gradient.
 """
 
 from __future__ import annotations
@@ -100,24 +105,69 @@ class Block(nn.Module):
         return x + _g(m, self.tp_group) + self.fc2_bias
 
 
+def _vocab_range(vocab: int, tp_group: dist.ProcessGroup | None) -> tuple[int, int]:
+    if tp_group is None:
+        return 0, vocab
+    tp, r = dist.get_world_size(tp_group), dist.get_rank(tp_group)
+    if vocab % tp:
+        raise ValueError(f"vocab={vocab} must divide by tp={tp}")
+    return r * vocab // tp, (r + 1) * vocab // tp
+
+
 class Embed(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, tp_group: dist.ProcessGroup | None = None) -> None:
         super().__init__()
-        self.tok = nn.Embedding(cfg.vocab, cfg.hidden)
+        self.tp_group = tp_group
+        self.start, self.end = _vocab_range(cfg.vocab, tp_group)
+        self.tok = nn.Embedding(self.end - self.start, cfg.hidden)  # [V/tp, h]
         self.pos = nn.Embedding(cfg.seq_len, cfg.hidden)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.tok(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+        inside = (tokens >= self.start) & (tokens < self.end)
+        e = self.tok((tokens - self.start).clamp(0, self.end - self.start - 1)) * inside.unsqueeze(-1)
+        return _g(e, self.tp_group) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
 
 
 class Head(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    """Final norm and the (vocab-parallel) output layer; returns logits [b, s, V/tp]."""
+
+    def __init__(self, cfg: GPTConfig, tp_group: dist.ProcessGroup | None = None) -> None:
         super().__init__()
+        self.tp_group = tp_group
+        start, end = _vocab_range(cfg.vocab, tp_group)
         self.ln_f = nn.LayerNorm(cfg.hidden)
-        self.out = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        self.out = nn.Linear(cfg.hidden, end - start, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(self.ln_f(x))
+        return self.out(_f(self.ln_f(x), self.tp_group))
+
+
+class _VocabParallelCE(torch.autograd.Function):
+    """Mean cross entropy over logits split on the vocab dim (Megatron tensor_parallel/cross_entropy.py)."""
+
+    @staticmethod
+    def forward(ctx, logits, target, group, start):  # type: ignore[no-untyped-def, override]
+        logits = logits.float()  # [N, V/tp]
+        vl = logits.shape[-1]
+        m = logits.max(dim=-1).values
+        dist.all_reduce(m, op=dist.ReduceOp.MAX, group=group)
+        logits = logits - m.unsqueeze(-1)
+        outside = (target < start) | (target >= start + vl)
+        local_t = (target - start).clamp(0, vl - 1)
+        pred = logits.gather(-1, local_t.unsqueeze(-1)).squeeze(-1) * ~outside
+        dist.all_reduce(pred, group=group)
+        exp = logits.exp()
+        sum_exp = exp.sum(dim=-1)
+        dist.all_reduce(sum_exp, group=group)
+        ctx.save_for_backward(exp / sum_exp.unsqueeze(-1), local_t, outside)
+        return (sum_exp.log() - pred).mean()
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def, override]
+        softmax, local_t, outside = ctx.saved_tensors
+        g = softmax.clone()
+        g[torch.arange(g.shape[0]), local_t] -= (~outside).float()
+        return g * (grad / g.shape[0]), None, None, None
 
 
 class GPT(nn.Module):
@@ -133,9 +183,9 @@ class GPT(nn.Module):
     ) -> None:
         super().__init__()
         last = cfg.layers if last_layer is None else last_layer
-        self.embed = Embed(cfg) if first_layer == 0 else None
+        self.embed = Embed(cfg, tp_group) if first_layer == 0 else None
         self.blocks = nn.ModuleList(Block(cfg, tp_group) for _ in range(first_layer, last))
-        self.head = Head(cfg) if last == cfg.layers else None
+        self.head = Head(cfg, tp_group) if last == cfg.layers else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.embed is not None:
@@ -147,3 +197,9 @@ class GPT(nn.Module):
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def tp_lm_loss(logits: torch.Tensor, targets: torch.Tensor, tp_group: dist.ProcessGroup, vocab: int) -> torch.Tensor:
+    """Cross entropy for vocab-parallel logits [b, s, V/tp]."""
+    start, _ = _vocab_range(vocab, tp_group)
+    return _VocabParallelCE.apply(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), tp_group, start)

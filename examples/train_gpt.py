@@ -5,7 +5,8 @@
 Layouts (degrees fixed for 4 ranks):
 - ddp:  DistributedDataParallel, dp=4.
 - fsdp: FSDP2 `fully_shard` on every block, then on the root (ZeRO-3), dp=4.
-- tp:   mesh (dp=2, tp=2); Megatron column/row parallel blocks (see gpt.py) wrapped in DDP over dp.
+- tp:   mesh (dp=2, tp=2); Megatron column/row parallel blocks, vocab-parallel embedding, head and
+        cross entropy (see gpt.py), wrapped in DDP over dp.
 - pp:   mesh (pp=2, dp=2); stage p holds layers [p L/2, (p+1) L/2), driven by
         torch.distributed.pipelining Schedule1F1B with `--microbatches` micro-batches. DDP cannot wrap a
         stage that runs several forwards before a backward (its bucket rebuild asserts), so the stage's
@@ -24,7 +25,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from gpt import GPT, GPTConfig, lm_loss
+from gpt import GPT, GPTConfig, lm_loss, tp_lm_loss
 from torch.distributed.device_mesh import init_device_mesh
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -92,6 +93,9 @@ def main() -> None:
             flat /= mesh.size(mesh.mesh_dim_names.index("dp"))
             for g, synced in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads), strict=True):
                 g.copy_(synced)
+        elif args.layout == "tp":
+            loss = tp_lm_loss(model(x), y, mesh.get_group("tp"), cfg.vocab)
+            loss.backward()
         else:
             loss = lm_loss(model(x), y)
             loss.backward()

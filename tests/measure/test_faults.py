@@ -7,7 +7,6 @@ import sys
 import time
 
 from conftest import ROOT, SCRIPTS, env, torchrun
-
 from distscope.measure.calls import load_calls
 from distscope.measure.straggler import find_stragglers
 

@@ -93,9 +93,7 @@ def test_nccl_tests_parser_reads_both_column_groups():
 
 
 def test_nccl_tests_parser_infers_nranks_from_busbw_and_checks_op():
-    text = "\n".join(
-        ln for ln in (DATA / "all_reduce_perf_8xH100.txt").read_text().splitlines() if "Rank" not in ln
-    )
+    text = "\n".join(ln for ln in (DATA / "all_reduce_perf_8xH100.txt").read_text().splitlines() if "Rank" not in ln)
     assert {r.nranks for r in parse_nccl_tests(text)} == {8}
     with pytest.raises(DistscopeError, match="does not match op=all_gather"):
         parse_nccl_tests(text, op=CollectiveOp.ALL_GATHER, nranks=8)
@@ -156,9 +154,7 @@ def _call(rank, seq, start, op=CollectiveOp.ALL_REDUCE, step=0, dim="dp", size=6
 def test_straggler_analysis_names_the_late_rank_and_only_it():
     rng = np.random.default_rng(0)
     calls = [
-        _call(r, s, 100.0 + s + rng.uniform(0, 1e-3) + (0.02 if r == 1 else 0))
-        for s in range(20)
-        for r in range(4)
+        _call(r, s, 100.0 + s + rng.uniform(0, 1e-3) + (0.02 if r == 1 else 0)) for s in range(20) for r in range(4)
     ]
     rep = find_stragglers(calls)
     assert rep.stragglers == [1]

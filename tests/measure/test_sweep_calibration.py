@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, env
 
+from conftest import ROOT, env
 from distscope.measure.calibrate import calibrate
 from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.profile import alpha_beta, load_profile
@@ -104,7 +104,6 @@ def test_calibration_predicts_held_out_sizes_within_25_percent(sweep, tmp_path):
     assert "max_rel_err" in proc.stdout
     prof = load_profile(prof_path)
     assert set(alpha_beta(prof, "default")) == {
-        CollectiveOp(o)
-        for o in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+        CollectiveOp(o) for o in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
     }
     assert prof.device == "cpu"

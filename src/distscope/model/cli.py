@@ -34,6 +34,9 @@ def estimate_cmd(
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    comm_volume: Annotated[bool, typer.Option(
+        "--comm-volume", help="Print bytes per (op, dim) per training step per rank (each pipeline stage) instead."
+    )] = False,
 ) -> None:
     """Predict one training step: time with its breakdown, tokens/s, MFU/HFU and memory per GPU."""
     from distscope.model.estimate import estimate
@@ -47,6 +50,12 @@ def estimate_cmd(
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
         attention=attention, stage_layers=stage_layers, link=link,
     )
+    if comm_volume:
+        from distscope.model.comm_volume import comm_volume_report, comm_volume_table
+
+        report = comm_volume_report(sc.spec, sc.shape, sc.plan)
+        print_json(report) if as_json else out.print(comm_volume_table(report))
+        return
     est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan)
     if as_json:
         print_json(estimate_json(sc, est))
