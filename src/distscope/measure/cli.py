@@ -49,6 +49,9 @@ def collectives(
     min_bytes: Annotated[int, typer.Option(help="Smallest message, nccl-tests bytes.")] = 1024,
     max_bytes: Annotated[int, typer.Option(help="Largest message, nccl-tests bytes.")] = 1 << 22,
     steps: Annotated[int, typer.Option(help="Size multiplier between points (nccl-tests -f).")] = 4,
+    step_bytes: Annotated[
+        int, typer.Option(help="Linear step between sizes in bytes (nccl-tests -i); overrides --steps.")
+    ] = 0,
     warmup: Annotated[int, typer.Option(help="Untimed calls per point.")] = 3,
     iters: Annotated[int, typer.Option(help="Timed calls per point (min/median/max reported).")] = 10,
     backend: Annotated[
@@ -77,6 +80,7 @@ def collectives(
         min_bytes=min_bytes,
         max_bytes=max_bytes,
         step_factor=steps,
+        step_bytes=step_bytes,
         warmup=warmup,
         iters=iters,
         level=level,

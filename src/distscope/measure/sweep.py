@@ -5,7 +5,10 @@ nccl-tests does. Each call is timed on every rank from its issue until its Work 
 `torch.cuda.synchronize()` on GPU); an iteration's time is the mean over ranks of those times (nccl-tests
 also averages over ranks), gathered with one all-reduce after the timed loop. Reported: min/median/max
 over iterations. (A barrier before every call was tried and rejected: on an oversubscribed CPU host the
-barrier's release skew, milliseconds, swamped the op itself.)
+barrier's release skew, milliseconds, swamped the op itself.) Iterations are interleaved across sizes
+(iteration i of every size, then iteration i+1, ...) so that a burst of interference from other
+processes spreads over all sizes instead of biasing one; when the buffers of all sizes together would
+exceed `INTERLEAVE_LIMIT_BYTES`, sizes run one after another instead.
 
 What runs for each op (S = reported nccl-tests bytes, n = ranks, e = element size):
 - all_reduce:     dist.all_reduce on S/e elements.
@@ -32,6 +35,8 @@ from distscope.errors import DistscopeError, closest
 from distscope.measure.ops import CollectiveOp
 from distscope.measure.result import CollectiveResult
 
+INTERLEAVE_LIMIT_BYTES = 1 << 30
+
 SWEEP_OPS = (
     CollectiveOp.ALL_REDUCE,
     CollectiveOp.ALL_GATHER,
@@ -57,6 +62,7 @@ class SweepConfig:
     min_bytes: int = 1024
     max_bytes: int = 1 << 22
     step_factor: int = 4
+    step_bytes: int = 0  # > 0: linear steps of this many bytes (nccl-tests -i) instead of the factor
     warmup: int = 3
     iters: int = 10
     level: str = "default"
@@ -73,6 +79,8 @@ class SweepConfig:
             raise DistscopeError(
                 f"min_bytes={self.min_bytes}, max_bytes={self.max_bytes}: need 0 < min <= max"
             )
+        if self.step_bytes < 0:
+            raise DistscopeError(f"step_bytes={self.step_bytes} must be >= 0")
         if self.step_factor < 2:
             raise DistscopeError(f"steps={self.step_factor} (size multiplier) must be >= 2")
         if self.iters < 1 or self.warmup < 0:
@@ -82,7 +90,7 @@ class SweepConfig:
         s = self.min_bytes
         while s <= self.max_bytes:
             yield s
-            s *= self.step_factor
+            s = s + self.step_bytes if self.step_bytes else s * self.step_factor
 
 
 def _elements(op: CollectiveOp, size_bytes: int, elem: int, n: int) -> int:
@@ -140,38 +148,41 @@ def run_sweep(
         for dtype_name in cfg.dtypes:
             dtype = parse_dtype(dtype_name)
             elem = torch.empty((), dtype=dtype).element_size()
-            for size in cfg.sizes():
-                count = _elements(op, size, elem, n)
-                call = _make_call(op, count, dtype, device, group)
-                for _ in range(cfg.warmup):
-                    call()
+            counts = [_elements(op, size, elem, n) for size in cfg.sizes()]
+            batches = [counts] if 3 * sum(counts) * elem <= INTERLEAVE_LIMIT_BYTES else [[c] for c in counts]
+            for batch in batches:
+                calls = [_make_call(op, count, dtype, device, group) for count in batch]
+                for call in calls:
+                    for _ in range(cfg.warmup):
+                        call()
                 sync()
-                times = torch.empty(cfg.iters, dtype=torch.float64)
+                times = torch.empty(len(batch), cfg.iters, dtype=torch.float64)
                 dist.barrier(group=group)
                 for i in range(cfg.iters):
-                    t0 = time.perf_counter()
-                    call()
-                    sync()
-                    times[i] = time.perf_counter() - t0
+                    for j, call in enumerate(calls):
+                        t0 = time.perf_counter()
+                        call()
+                        sync()
+                        times[j, i] = time.perf_counter() - t0
                 agg = times.to(device)
                 dist.all_reduce(agg, group=group)
-                ts = (agg / n).cpu().tolist()
-                results.append(
-                    CollectiveResult(
-                        op=op,
-                        bytes=count * elem,
-                        dtype=dtype_name,
-                        nranks=n,
-                        time_s=statistics.median(ts),
-                        time_min_s=min(ts),
-                        time_max_s=max(ts),
-                        iters=cfg.iters,
-                        level=cfg.level,
-                        backend=backend,
-                        source="distscope measure collectives",
-                        device=device_name,
+                for count, row in zip(batch, (agg / n).cpu().tolist(), strict=True):
+                    results.append(
+                        CollectiveResult(
+                            op=op,
+                            bytes=count * elem,
+                            dtype=dtype_name,
+                            nranks=n,
+                            time_s=statistics.median(row),
+                            time_min_s=min(row),
+                            time_max_s=max(row),
+                            iters=cfg.iters,
+                            level=cfg.level,
+                            backend=backend,
+                            source="distscope measure collectives",
+                            device=device_name,
+                        )
                     )
-                )
                 if progress is not None:
                     progress(f"{op.value} {dtype_name} {count * elem} B")
     return results
