@@ -3,8 +3,11 @@
 Two workloads on 4 gloo ranks (CPU), each timed in alternating rounds (off, on, off, on, ...) so drift
 hits both sides alike:
 - `allreduce_loop`: 200 back-to-back dist.all_reduce of 4 KiB (collective-heavy, worst case per call);
-- `ddp_gpt_step`: forward+backward+SGD step of the examples/ small GPT under DDP (the dispatch mode also
-  sees every aten op, so this is the overhead a real training step pays).
+- `ddp_gpt_step`: 5 forward+backward+SGD steps of the examples/ small GPT under DDP (what a real training
+  step pays);
+- `self_group_loop`: 2000 all_reduce of 4 KiB on a group holding only this rank: no waiting on other
+  processes, so on/off isolates the logger's own CPU cost per call (the other two are dominated by
+  cross-process scheduling noise on an oversubscribed host).
 Reports median time per round and the on/off ratio. Last line: one JSON object.
 
     python benchmarks/measure_logger_overhead.py [--rounds 6] [--json-out FILE]
@@ -45,6 +48,12 @@ def worker(rounds: int, out: Path) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     tokens = torch.randint(0, cfg.vocab, (4, cfg.seq_len + 1))
 
+    own = [dist.new_group([r]) for r in range(dist.get_world_size())][dist.get_rank()]
+
+    def self_group_loop() -> None:
+        for _ in range(2000):
+            dist.all_reduce(t, group=own)
+
     def allreduce_loop() -> None:
         for _ in range(200):
             dist.all_reduce(t)
@@ -57,7 +66,11 @@ def worker(rounds: int, out: Path) -> None:
 
     times: dict[str, dict[str, list[float]]] = {}
     ncalls: dict[str, int] = {}
-    for name, fn in (("allreduce_loop", allreduce_loop), ("ddp_gpt_step", ddp_gpt_step)):
+    for name, fn in (
+        ("allreduce_loop", allreduce_loop),
+        ("ddp_gpt_step", ddp_gpt_step),
+        ("self_group_loop", self_group_loop),
+    ):
         fn()  # warm up (DDP bucket rebuild etc.)
         times[name] = {"off": [], "on": []}
         for _ in range(rounds):

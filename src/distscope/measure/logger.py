@@ -99,7 +99,7 @@ def _register_kernels(logger: CommLogger) -> list[torch.library.Library]:
 
         def kernel(*args: Any, _func: Any = func, **kwargs: Any) -> Any:
             with torch._C._AutoDispatchBelowAutograd():
-                return logger._intercept(_func, args, kwargs, lambda: _func(*args, **kwargs))
+                return logger._intercept(_func, args, kwargs, lambda: _func._op(*args, **kwargs))
 
         c10d.impl(name, kernel, "Autograd")
     fun = torch.library.Library("_c10d_functional", "IMPL")
@@ -156,6 +156,7 @@ class CommLogger:
         self._by_work: dict[int, _Open] = {}
         self._by_storage: dict[int, _Open] = {}
         self._tls = threading.local()
+        self._arg_names: dict[Any, list[str]] = {}
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> CommLogger:
@@ -268,7 +269,10 @@ class CommLogger:
         spec = (FUNCTIONAL_OPS if functional else C10D_OPS).get(name)
         if spec is None or (not functional and getattr(self._tls, "in_functional", False)):
             return call()  # a c10d op issued by a functional op we already recorded
-        bound = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)}  # trailing defaults
+        names = self._arg_names.get(func)
+        if names is None:
+            names = self._arg_names[func] = [a.name for a in func._schema.arguments]
+        bound = dict(zip(names, args, strict=False))  # trailing defaulted args may be absent
         bound.update(kwargs)
         rec = self._open_record(spec, bound, functional)
         if functional:
