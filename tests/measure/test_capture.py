@@ -37,6 +37,7 @@ def test_capture_all_apis(tmp_path):
         (Op.ALL_REDUCE, 32, "dp", "functional"),
         (Op.ALL_GATHER, 16 * 4 * 4, "tp", "functional"),  # DTensor redistribute: the whole [16, 4] fp32
         (Op.BARRIER, 0, "world", "c10d"),
+        (Op.ALL_REDUCE, 32, "cp", "c10d"),
     }
     missing = expected - set(seen)
     assert not missing, (missing, seen)

@@ -188,3 +188,32 @@ def test_dim_map_and_labeler():
     assert lab.label("9", (0, 3)) == "group[0,3]"
     with pytest.raises(DistscopeError, match="must be integers"):
         parse_dim_map("tp=a,b")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["collectives", "--ops", "allreduc"], "ops='allreduc' is not a collective; closest: all_reduce"),
+        (["collectives", "--out", "x.txt"], "out='x.txt' must end in .json or .csv"),
+        (["collectives", "--dtypes", "flaot32"], "dtype='flaot32' is not a torch dtype; closest: float32"),
+        (["calibrate", "missing.json", "--out", "p.json"], "does not exist"),
+        (["log", "--out", "x.json"], "command is empty"),
+    ],
+)
+def test_cli_bad_input_is_one_line(args, message, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import env
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "distscope", "measure", *args],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("distscope: error: ") and message in lines[0], proc.stderr
