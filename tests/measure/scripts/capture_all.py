@@ -14,8 +14,8 @@ from distscope.measure import CommLogger
 
 dist.init_process_group("gloo", timeout=timedelta(seconds=60))
 rank, n = dist.get_rank(), dist.get_world_size()
-pairs = [dist.new_group([0, 2]), dist.new_group([1, 3])]
-with CommLogger(dump_path=Path(sys.argv[1]) / f"rank{rank}.json", dims={"cp": [[0, 2], [1, 3]]}):
+pairs = [dist.new_group([0, 3]), dist.new_group([1, 2])]
+with CommLogger(dump_path=Path(sys.argv[1]) / f"rank{rank}.json", dims={"cp": [[0, 3], [1, 2]]}):
     mesh = init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("dp", "tp"))
     x = torch.ones(256)  # 1 KiB of float32
     dist.all_reduce(x)
@@ -34,6 +34,6 @@ with CommLogger(dump_path=Path(sys.argv[1]) / f"rank{rank}.json", dims={"cp": [[
     torch.ops._c10d_functional.wait_tensor(y)
     d = distribute_tensor(torch.ones(4 * n, 4), mesh["tp"], [Shard(0)])
     d.redistribute(mesh["tp"], [Replicate()]).to_local()
-    dist.all_reduce(torch.ones(8), group=pairs[rank % 2])  # labelled by the explicit mapping
+    dist.all_reduce(torch.ones(8), group=pairs[0 if rank in (0, 3) else 1])  # labelled by the explicit map
     dist.barrier()
 dist.destroy_process_group()
