@@ -43,7 +43,7 @@ def test_capture_all_apis(tmp_path):
     assert not missing, (missing, seen)
     # a functional op's record is not doubled by the c10d op it issues underneath
     assert seen[(Op.ALL_REDUCE, 32, "dp", "functional")] == 1
-    assert not any(c.op is Op.ALL_REDUCE and c.bytes == 32 and c.api == "c10d" for c in r0)
+    assert not any(c.op is Op.ALL_REDUCE and c.bytes == 32 and c.api == "c10d" and c.dim == "dp" for c in r0)
     assert all(c.duration_s is not None for c in r0 if c.op is not Op.BARRIER), [c for c in r0 if c.duration_s is None]
     assert {c.dtype for c in r0 if c.op is Op.BROADCAST and c.bytes == 32} == {"bfloat16"}
     # per-group sequence numbers line up across ranks (they identify collective instances)
