@@ -46,7 +46,7 @@ def test_hung_collective_names_op_group_and_missing_rank(tmp_path):
         assert "all_reduce of 4096 bytes (seq 2)" in m
         assert "ranks [0, 1, 2, 3]" in m and "did not complete within 3 s" in m
         assert m.endswith("ranks that did not arrive: [3]")
-    assert elapsed < 60  # 60 s sleep on rank 3 and a 60 s gloo timeout: only the watchdog ends it early
+    assert elapsed < 40  # 60 s sleep on rank 3 and a 60 s gloo timeout: only the watchdog ends it early
     # the logs the waiting ranks dumped before exiting show the two completed all_reduces and the hung one
     calls = load_calls(out)
     assert {c.rank for c in calls} <= {0, 1, 2}
