@@ -18,9 +18,11 @@ class DType(enum.Enum):
     INT8 = "int8"
     INT4 = "int4"
 
+    _bytes: float  # set below; a plain attribute because hashing enums is slow in hot loops
+
     @property
     def bytes(self) -> float:
-        return self._bytes  # type: ignore[attr-defined,no-any-return]
+        return self._bytes
 
     @classmethod
     def parse(cls, value: str, field: str = "dtype") -> DType:
@@ -42,7 +44,7 @@ _BYTES: dict[DType, float] = {
     DType.INT4: 0.5,
 }
 for _member, _size in _BYTES.items():
-    _member._bytes = _size  # type: ignore[attr-defined]  # plain attribute: hashing enums is slow in hot loops
+    _member._bytes = _size
 
 
 class Precision(enum.Enum):
