@@ -8,8 +8,8 @@ its residual e before quantizing and keeps e' = (g + e) - dequant(quant(g + e)) 
 (Karimireddy et al. 2019).
 """
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: DDP's register_comm_hook checks the hook's annotations at
+# runtime (bucket must be dist.GradBucket, return torch.futures.Future[torch.Tensor]).
 import enum
 from dataclasses import dataclass, field
 
@@ -40,7 +40,7 @@ class QuantHookState:
     residuals: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
-def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> torch.futures.Future:
+def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     buf = bucket.buffer()
     cfg = state.config
     world = dist.get_world_size(state.process_group)
@@ -66,6 +66,12 @@ def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> 
     return work.get_future().then(finish)
 
 
+def bf16_cast_hook(process_group: dist.ProcessGroup | None, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """torch's bf16_compress_hook under another name: DDP refuses to register the original unless the
+    backend is NCCL>=2.10 (a check on the function name), but gloo all-reduces bf16 fine."""
+    return default_hooks.bf16_compress_hook(process_group, bucket)
+
+
 def register_hook(model: torch.nn.parallel.DistributedDataParallel, kind: HookKind,
                   process_group: dist.ProcessGroup | None = None, *, int4_group: int = 128,
                   int8_group: int = 2048, powersgd_rank: int = 4) -> object | None:
@@ -76,7 +82,7 @@ def register_hook(model: torch.nn.parallel.DistributedDataParallel, kind: HookKi
         model.register_comm_hook(process_group, default_hooks.fp16_compress_hook)
         return process_group
     if kind is HookKind.BF16:
-        model.register_comm_hook(process_group, default_hooks.bf16_compress_hook)
+        model.register_comm_hook(process_group, bf16_cast_hook)
         return process_group
     if kind is HookKind.POWERSGD:
         psgd = powerSGD_hook.PowerSGDState(process_group=process_group, matrix_approximation_rank=powersgd_rank,

@@ -125,6 +125,8 @@ def decode(wire: torch.Tensor, length: int, cfg: QuantConfig) -> torch.Tensor:
     if wire.shape[1] != cfg.wire_bytes(length):
         raise DistscopeError(f"quantizer: wire row has {wire.shape[1]} bytes, expected "
                              f"{cfg.wire_bytes(length)} for {length} elements")
+    if length == 0:
+        return torch.zeros(rows, 0, device=wire.device)
     codes = wire[:, :code_bytes]
     s = wire[:, code_bytes:].contiguous().view(cfg.scale_torch_dtype).float()
     if cfg.bits == 8:
