@@ -48,7 +48,7 @@ def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> 
     length = cfg.padded_len(n)
     g = buf.float()
     residual = state.residuals.get(bucket.index()) if state.error_feedback else None
-    if residual is not None:
+    if residual is not None and residual.numel() == n:  # DDP rebuilds buckets after iteration 0
         g = g + residual
     row = torch.nn.functional.pad(g.reshape(1, -1), (0, length - n))
     wire = encode(row, cfg)
