@@ -61,7 +61,8 @@ def test_cost_function() -> None:
     tlq = compressed_comm_cost(uncompressed_bytes=1e9, uncompressed_comm_s=0.1,
                                method=CompressionMethod.TLQ_HS, quant_GBps=100.0, dequant_GBps=100.0)
     assert tlq.quant_s == pytest.approx(0.02)  # two quantization passes
-    none = compressed_comm_cost(uncompressed_bytes=5.0, uncompressed_comm_s=1.0, method=CompressionMethod.NONE)
+    none = compressed_comm_cost(uncompressed_bytes=5.0, uncompressed_comm_s=1.0,
+                                method=CompressionMethod.NONE)
     assert (none.comm_bytes, none.total_s) == (5.0, 1.0)
     # fp32 input: int4 saves 8x rather than 4x
     c32 = compressed_comm_cost(uncompressed_bytes=1e9, uncompressed_comm_s=0.1, method=CompressionMethod.INT4,

@@ -164,10 +164,13 @@ def throughputs(x: torch.Tensor, prev: torch.Tensor, repeats: int) -> dict[str, 
     length = x.numel()
     out: dict[str, tuple[float, float]] = {}
     row = x.reshape(1, -1)
-    for name, cfg in (("int8", CFG_INT8), ("int4", CFG_INT4), ("int4-hs", CFG_INT4_HS)):
+    def codec_GBps(cfg: QuantConfig) -> tuple[float, float]:
         wire = encode(row, cfg)
-        out[name] = (gb / _median_s(lambda c=cfg: encode(row, c), repeats),
-                     gb / _median_s(lambda c=cfg, w=wire: decode(w, length, c), repeats))
+        return (gb / _median_s(lambda: encode(row, cfg), repeats),
+                gb / _median_s(lambda: decode(wire, length, cfg), repeats))
+
+    for name, cfg in (("int8", CFG_INT8), ("int4", CFG_INT4), ("int4-hs", CFG_INT4_HS)):
+        out[name] = codec_GBps(cfg)
     wire = encode(row - prev.reshape(1, -1), CFG_WEIGHT_INT4)
     out["qwd-int4"] = (gb / _median_s(lambda: encode(row - prev.reshape(1, -1), CFG_WEIGHT_INT4), repeats),
                        gb / _median_s(lambda: prev + decode(wire, length, CFG_WEIGHT_INT4)[0], repeats))
@@ -187,7 +190,7 @@ def collectives_worker(rank: int, world: int, grads: list[torch.Tensor], numel: 
     """Times and errors of each method's collective on real (tiled) gradients."""
     groups = make_node_groups(2)
     x = _tile(grads[rank], numel)
-    exact = sum(_tile(g, numel) for g in grads).reshape(world, -1)[rank]
+    exact = torch.stack([_tile(g, numel) for g in grads]).sum(0).reshape(world, -1)[rank]
     res: dict[str, dict[str, float]] = {}
 
     def timed(name: str, fn: Callable[[], torch.Tensor], baseline: str) -> None:
@@ -206,7 +209,11 @@ def collectives_worker(rank: int, world: int, grads: list[torch.Tensor], numel: 
     shard = x[: numel // world]
     model = torch.zeros(numel)
     timed("uncompressed-ag", lambda: all_gather_weights(shard, None), "all-gather")
-    timed("qwd-int4", lambda: (qwd_all_gather(shard, model, CFG_WEIGHT_INT4), model)[1], "all-gather")
+    def qwd() -> torch.Tensor:
+        qwd_all_gather(shard, model, CFG_WEIGHT_INT4)
+        return model
+
+    timed("qwd-int4", qwd, "all-gather")
     timed("int4-weights", lambda: all_gather_weights(shard, CFG_WEIGHT_INT4), "all-gather")
     return res
 
@@ -231,10 +238,10 @@ def ddp_worker(rank: int, world: int, steps: int) -> dict[str, dict[str, float]]
             t = time.perf_counter()
             ddp(x, y).backward()
             times.append(time.perf_counter() - t)
-            hooked = torch.cat([p.grad.reshape(-1) for p in ddp.parameters()])
+            hooked = torch.cat([p.grad.reshape(-1) for p in ddp.parameters() if p.grad is not None])
             reference.zero_grad()
             reference(x, y).backward()
-            exact = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
+            exact = torch.cat([p.grad.reshape(-1) for p in reference.parameters() if p.grad is not None])
             dist.all_reduce(exact)
             errs.append(_rel(hooked, exact / world))
         # PowerSGD runs plain all-reduce for its first step (start_powerSGD_iter=2): skip it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -19,11 +20,11 @@ def _progress(msg: str) -> None:
 
 @app.command()
 def bench(
-    json_out: bool = typer.Option(False, "--json", help="Print only the JSON result on stdout."),
-    quick: bool = typer.Option(False, "--quick", help="Smaller tensors and fewer repeats (smoke test)."),
-    numel: int = typer.Option(1 << 22, help="Elements per rank in the timed 4-rank gloo collectives."),
-    repeats: int = typer.Option(3, help="Timed repetitions per measurement (median reported)."),
-    out: Path | None = typer.Option(None, help="Also write the JSON result to this file."),
+    json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON result on stdout.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Small tensors, 1 repeat (smoke test).")] = False,
+    numel: Annotated[int, typer.Option(help="Elements per rank, timed gloo collectives.")] = 1 << 22,
+    repeats: Annotated[int, typer.Option(help="Timed repetitions per measurement (median reported).")] = 3,
+    out: Annotated[Path | None, typer.Option(help="Also write the JSON result to this file.")] = None,
 ) -> None:
     """Ratio vs bf16, relative L2 error on real TinyGPT gradients/weights, CPU quantize/dequantize GB/s,
     and collective time vs uncompressed on 4 gloo ranks, for int8, int4, int4-hs, qwd-int4, tlq-hs, bf16,
@@ -55,8 +56,8 @@ def bench(
 
 @app.command()
 def convergence(
-    steps: int = typer.Option(300, help="Training steps per run."),
-    json_out: bool = typer.Option(False, "--json", help="Print only the JSON result on stdout."),
+    steps: Annotated[int, typer.Option(help="Training steps per run.")] = 300,
+    json_out: Annotated[bool, typer.Option("--json", help="Print only the JSON result on stdout.")] = False,
 ) -> None:
     """Train a small GPT with 4-rank sharded data parallelism: baseline vs qWD+TLq-HS vs direct int4
     weights; prints final and held-out losses."""

@@ -40,7 +40,8 @@ class QuantHookState:
     residuals: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
-def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def quantized_allreduce_hook(state: QuantHookState,
+                             bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     buf = bucket.buffer()
     cfg = state.config
     world = dist.get_world_size(state.process_group)
@@ -66,7 +67,8 @@ def quantized_allreduce_hook(state: QuantHookState, bucket: dist.GradBucket) -> 
     return work.get_future().then(finish)
 
 
-def bf16_cast_hook(process_group: dist.ProcessGroup | None, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def bf16_cast_hook(process_group: dist.ProcessGroup,
+                   bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """torch's bf16_compress_hook under another name: DDP refuses to register the original unless the
     backend is NCCL>=2.10 (a check on the function name), but gloo all-reduces bf16 fine."""
     return default_hooks.bf16_compress_hook(process_group, bucket)
@@ -85,7 +87,9 @@ def register_hook(model: torch.nn.parallel.DistributedDataParallel, kind: HookKi
         model.register_comm_hook(process_group, bf16_cast_hook)
         return process_group
     if kind is HookKind.POWERSGD:
-        psgd = powerSGD_hook.PowerSGDState(process_group=process_group, matrix_approximation_rank=powersgd_rank,
+        # start_powerSGD_iter must be > 1 with error feedback (buckets are rebuilt after iteration 0)
+        psgd = powerSGD_hook.PowerSGDState(process_group=process_group,
+                                           matrix_approximation_rank=powersgd_rank,
                                            start_powerSGD_iter=2, min_compression_rate=1)
         model.register_comm_hook(psgd, powerSGD_hook.powerSGD_hook)
         return psgd

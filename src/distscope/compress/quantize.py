@@ -110,10 +110,8 @@ def encode(x: torch.Tensor, cfg: QuantConfig, generator: torch.Generator | None 
         u = torch.rand(y.shape, generator=generator, device=y.device, dtype=y.dtype)
         q = torch.floor(y + u)
     q = q.clamp_(-cfg.qmax, cfg.qmax).reshape(rows, length)
-    if cfg.bits == 8:
-        codes = q.to(torch.int8).view(torch.uint8)
-    else:
-        codes = pack_int4((q + 8).to(torch.uint8))
+    # int8: two's complement bytes; int4: offset codes q+8 in 1..15, two per byte
+    codes = q.to(torch.int8).view(torch.uint8) if cfg.bits == 8 else pack_int4((q + 8).to(torch.uint8))
     scale_bytes = s.contiguous().view(torch.uint8).reshape(rows, -1)
     return torch.cat([codes, scale_bytes], dim=1)
 
@@ -129,10 +127,7 @@ def decode(wire: torch.Tensor, length: int, cfg: QuantConfig) -> torch.Tensor:
         return torch.zeros(rows, 0, device=wire.device)
     codes = wire[:, :code_bytes]
     s = wire[:, code_bytes:].contiguous().view(cfg.scale_torch_dtype).float()
-    if cfg.bits == 8:
-        q = codes.contiguous().view(torch.int8).float()
-    else:
-        q = unpack_int4(codes).float() - 8
+    q = codes.contiguous().view(torch.int8).float() if cfg.bits == 8 else unpack_int4(codes).float() - 8
     out = (q.reshape(rows, -1, cfg.group_size) * s.unsqueeze(-1)).reshape(rows, length)
     if cfg.hadamard:
         out = hadamard_blocks(out)
