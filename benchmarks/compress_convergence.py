@@ -11,20 +11,22 @@ import json
 import sys
 import time
 
-from distscope.compress.convergence import run_convergence
+from distscope.compress.convergence import DEFAULT_RUNS, RUNS, run_convergence
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=300, help="training steps per run")
     ap.add_argument("--seed", type=int, default=0, help="init/data seed")
+    ap.add_argument("--runs", default=",".join(DEFAULT_RUNS),
+                    help=f"comma-separated runs (baseline first for the % columns); all: {','.join(RUNS)}")
     ap.add_argument("--out", default="", help="also write the JSON (with loss curves) here")
     args = ap.parse_args()
     t0 = time.perf_counter()
     def progress(msg: str) -> None:
         print(f"[{time.perf_counter() - t0:6.1f}s] {msg}", file=sys.stderr)
 
-    res = run_convergence(args.steps, seed=args.seed, progress=progress)
+    res = run_convergence(args.steps, seed=args.seed, runs=tuple(args.runs.split(",")), progress=progress)
     print(f"{'run':14s} {'first':>7s} {'final':>7s} {'eval':>7s} {'final vs base':>13s} "
           f"{'eval vs base':>12s}")
     for name, r in res.items():

@@ -113,12 +113,19 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def _median_s(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
+        _sync()
         t = time.perf_counter()
         fn()
+        _sync()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -147,7 +154,7 @@ def _powersgd_compress_s(x: torch.Tensor, repeats: int) -> tuple[float, float]:
     M' = P Q^T (decompress). Returns (compress_s, decompress_s)."""
     cols = 1024
     m = x[: x.numel() // cols * cols].reshape(-1, cols)
-    q0 = torch.randn(cols, POWERSGD_RANK)
+    q0 = torch.randn(cols, POWERSGD_RANK, device=x.device)
     holder: dict[str, torch.Tensor] = {}
 
     def comp() -> None:
@@ -249,6 +256,13 @@ def ddp_worker(rank: int, world: int, steps: int) -> dict[str, dict[str, float]]
     return out
 
 
+def gloo_worker(rank: int, world: int, grads: list[torch.Tensor], numel: int, repeats: int,
+                ddp_steps: int) -> dict[str, dict[str, dict[str, float]]]:
+    """One spawn for both measurements (process start-up dominates small runs)."""
+    return {"collectives": collectives_worker(rank, world, grads, numel, repeats),
+            "ddp": ddp_worker(rank, world, ddp_steps)}
+
+
 def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> dict[str, object]:
     progress(f"training TinyGPT {cfg.train_steps} steps for real tensors")
     real = real_tensors(cfg.train_steps)
@@ -257,10 +271,14 @@ def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None
     prev = _tile(real.weights_before, cfg.throughput_numel)
     progress("quantize/dequantize throughput (CPU)")
     tput = throughputs(x, prev, cfg.repeats)
-    progress(f"collectives on {WORLD} gloo ranks")
-    coll = run_gloo(collectives_worker, WORLD, real.grads, cfg.numel, cfg.repeats, timeout_s=300)
-    progress(f"DDP hooks on {WORLD} gloo ranks")
-    ddp = run_gloo(ddp_worker, WORLD, 2 + max(2, cfg.repeats), timeout_s=300)
+    gpu_tput = None
+    if torch.cuda.is_available():
+        progress("quantize/dequantize throughput (GPU)")
+        gpu_tput = throughputs(x.cuda(), prev.cuda(), cfg.repeats)
+    progress(f"collectives and DDP hooks on {WORLD} gloo ranks")
+    measured = run_gloo(gloo_worker, WORLD, real.grads, cfg.numel, cfg.repeats, 2 + max(2, cfg.repeats),
+                        timeout_s=300)
+    coll, ddp = measured["collectives"], measured["ddp"]
 
     w_new, w_old = real.weights_after, real.weights_before
     qwd_weights = w_old + _roundtrip(w_new - w_old, CFG_WEIGHT_INT4)
@@ -273,6 +291,8 @@ def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None
     for name in BENCH_METHODS:
         row: dict[str, object] = {"name": name, "ratio_vs_bf16": ratios[name],
                                   "quant_GBps": tput[name][0], "dequant_GBps": tput[name][1]}
+        if gpu_tput is not None:
+            row["gpu_quant_GBps"], row["gpu_dequant_GBps"] = gpu_tput[name]
         if name == "qwd-int4":
             row["rel_l2_error"] = _rel(qwd_weights, w_new)
             row["rel_l2_error_of_difference"] = _rel(qwd_weights - w_old, w_new - w_old)
@@ -305,5 +325,5 @@ def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None
         "int4_weights_allgather_s": coll["int4-weights"]["collective_s"],
         "setup": {"world": WORLD, "backend": "gloo", "numel_per_rank": cfg.numel, "input_dtype": "float32",
                   "model_params": n_params, "train_steps": cfg.train_steps, "repeats": cfg.repeats,
-                  "torch_threads": torch.get_num_threads(), "device": "cpu"},
+                  "torch_threads": torch.get_num_threads(), "gpu": torch.cuda.is_available()},
     }

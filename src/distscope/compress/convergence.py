@@ -20,10 +20,15 @@ RUNS: dict[str, tuple[CompressionMethod, CompressionMethod]] = {  # name -> (wei
     "baseline": (CompressionMethod.NONE, CompressionMethod.NONE),
     "qwd+tlq-hs": (CompressionMethod.QWD_INT4, CompressionMethod.TLQ_HS),
     "int4-weights": (CompressionMethod.INT4, CompressionMethod.NONE),
+    # ablations (not run by default): each SDP4Bit component alone
+    "qwd-only": (CompressionMethod.QWD_INT4, CompressionMethod.NONE),
+    "tlq-hs-only": (CompressionMethod.NONE, CompressionMethod.TLQ_HS),
+    "int4-grads-only": (CompressionMethod.NONE, CompressionMethod.INT4),
 }
+DEFAULT_RUNS = ("baseline", "qwd+tlq-hs", "int4-weights")
 
 
-def run_convergence(steps: int, *, seed: int = 0, runs: tuple[str, ...] = tuple(RUNS),
+def run_convergence(steps: int, *, seed: int = 0, runs: tuple[str, ...] = DEFAULT_RUNS,
                     progress: Callable[[str], None] = lambda _: None,
                     timeout_s: float = 600.0) -> dict[str, dict[str, object]]:
     if steps < 10:
