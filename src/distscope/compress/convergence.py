@@ -11,19 +11,22 @@ import statistics
 from collections.abc import Callable
 
 from distscope.compress.launch import run_gloo
+from distscope.compress.quantize import Rounding
 from distscope.compress.sharded_dp import TrainConfig, train_worker
 from distscope.compress.spec import CompressionMethod
 from distscope.errors import DistscopeError
 
 WORLD = 4
-RUNS: dict[str, tuple[CompressionMethod, CompressionMethod]] = {  # name -> (weights, grads)
-    "baseline": (CompressionMethod.NONE, CompressionMethod.NONE),
-    "qwd+tlq-hs": (CompressionMethod.QWD_INT4, CompressionMethod.TLQ_HS),
-    "int4-weights": (CompressionMethod.INT4, CompressionMethod.NONE),
-    # ablations (not run by default): each SDP4Bit component alone
-    "qwd-only": (CompressionMethod.QWD_INT4, CompressionMethod.NONE),
-    "tlq-hs-only": (CompressionMethod.NONE, CompressionMethod.TLQ_HS),
-    "int4-grads-only": (CompressionMethod.NONE, CompressionMethod.INT4),
+M = CompressionMethod
+RUNS: dict[str, tuple[CompressionMethod, CompressionMethod, Rounding]] = {  # (weights, grads, grad rounding)
+    "baseline": (M.NONE, M.NONE, Rounding.STOCHASTIC),
+    "qwd+tlq-hs": (M.QWD_INT4, M.TLQ_HS, Rounding.STOCHASTIC),
+    "int4-weights": (M.INT4, M.NONE, Rounding.STOCHASTIC),
+    # ablations (not run by default): each SDP4Bit component alone, and RTN instead of stochastic
+    "qwd-only": (M.QWD_INT4, M.NONE, Rounding.STOCHASTIC),
+    "tlq-hs-only": (M.NONE, M.TLQ_HS, Rounding.STOCHASTIC),
+    "int4-grads-only": (M.NONE, M.INT4, Rounding.STOCHASTIC),
+    "qwd+tlq-hs-rtn": (M.QWD_INT4, M.TLQ_HS, Rounding.RTN),
 }
 DEFAULT_RUNS = ("baseline", "qwd+tlq-hs", "int4-weights")
 
@@ -39,10 +42,10 @@ def run_convergence(steps: int, *, seed: int = 0, runs: tuple[str, ...] = DEFAUL
     tail = max(5, steps // 10)
     out: dict[str, dict[str, object]] = {}
     for name in runs:
-        weights, grads = RUNS[name]
+        weights, grads, rounding = RUNS[name]
         progress(f"{name}: {steps} steps on {WORLD} gloo ranks")
-        res = run_gloo(train_worker, WORLD, TrainConfig(weights=weights, grads=grads, steps=steps, seed=seed),
-                       timeout_s=timeout_s)
+        train = TrainConfig(weights=weights, grads=grads, steps=steps, seed=seed, grad_rounding=rounding)
+        res = run_gloo(train_worker, WORLD, train, timeout_s=timeout_s)
         losses = res["losses"]
         out[name] = {"final_loss": statistics.mean(losses[-tail:]), "eval_loss": res["eval_loss"],
                      "first_loss": losses[0], "train_s": res["train_s"], "losses": losses}

@@ -48,6 +48,7 @@ class TrainConfig:
     ranks_per_node: int = 2
     weight_group: int = WEIGHT_GROUP
     grad_group: int = GRAD_GROUP
+    grad_rounding: Rounding = Rounding.STOCHASTIC  # SDP4Bit; RTN is an ablation
     eval_batches: int = 4
     gpt: GPTConfig = field(default_factory=lambda: GPTConfig(vocab=32))
 
@@ -69,12 +70,13 @@ def weight_quant_config(method: CompressionMethod, group: int) -> QuantConfig | 
     return QuantConfig(bits=8 if method is CompressionMethod.INT8 else 4, group_size=group)
 
 
-def grad_quant_config(method: CompressionMethod, group: int) -> QuantConfig | None:
-    """Gradients: stochastic rounding (unbiased sums), levels -7..7 for int4 (SDP4Bit)."""
+def grad_quant_config(method: CompressionMethod, group: int,
+                      rounding: Rounding = Rounding.STOCHASTIC) -> QuantConfig | None:
+    """Gradients: stochastic rounding by default (unbiased sums), levels -7..7 for int4 (SDP4Bit)."""
     if method is CompressionMethod.NONE:
         return None
     return QuantConfig(bits=8 if method is CompressionMethod.INT8 else 4, group_size=group,
-                       rounding=Rounding.STOCHASTIC,
+                       rounding=rounding,
                        hadamard=method in (CompressionMethod.INT4_HS, CompressionMethod.TLQ_HS))
 
 
@@ -96,9 +98,9 @@ def train_worker(rank: int, world: int, cfg: TrainConfig) -> dict[str, object]:
     master = torch.nn.Parameter(model_flat[rank * shard_n : (rank + 1) * shard_n].clone())
     opt = torch.optim.AdamW([master], lr=cfg.lr)
     w_cfg = weight_quant_config(cfg.weights, cfg.weight_group)
-    g_cfg = grad_quant_config(cfg.grads, cfg.grad_group)
+    g_cfg = grad_quant_config(cfg.grads, cfg.grad_group, cfg.grad_rounding)
     groups = make_node_groups(cfg.ranks_per_node) if cfg.grads is CompressionMethod.TLQ_HS else None
-    intra_cfg = QuantConfig(bits=8, group_size=cfg.grad_group, rounding=Rounding.STOCHASTIC)
+    intra_cfg = QuantConfig(bits=8, group_size=cfg.grad_group, rounding=cfg.grad_rounding)
     data = make_markov(cfg.gpt.vocab, seed=cfg.seed)
     losses: list[float] = []
     t0 = time.perf_counter()
