@@ -7,8 +7,9 @@ next step, and the weights before and after that step. Errors (relative L2):
   int8 / int4 / int4-hs / tlq-hs / bf16: reduce-scatter output on 4 gloo ranks vs the exact fp32 sum
   qwd-int4: weights rebuilt as W_k + dq(q(W_{k+1} - W_k)) vs W_{k+1} (rel_l2_error_weights: direct int4)
   powersgd: the DDP-averaged gradient with torch's hook vs the exact average (same model, 4 ranks)
-Throughputs are GB of fp32 input per second (best of >= 5), single process, on `throughput_numel` elements tiled
-from the real gradients. Collective times are medians over `repeats` on 4 gloo ranks, 1 thread each.
+Throughputs are GB of fp32 input per second (best of >= 5), one process and one CPU thread, on
+`throughput_numel` elements tiled from the real gradients. Collective times are medians over `repeats`
+on 4 gloo ranks, 1 thread each.
 """
 
 from __future__ import annotations
@@ -274,6 +275,15 @@ def gloo_worker(rank: int, world: int, grads: list[torch.Tensor], numel: int, re
 
 
 def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None) -> dict[str, object]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # per-core figures: stable on a shared machine, comparable across hosts
+    try:
+        return _run_bench(cfg, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_bench(cfg: BenchConfig, progress: Callable[[str], None]) -> dict[str, object]:
     progress(f"training TinyGPT {cfg.train_steps} steps for real tensors")
     real = real_tensors(cfg.train_steps)
     n_params = real.weights_before.numel()
@@ -335,5 +345,5 @@ def run_bench(cfg: BenchConfig, progress: Callable[[str], None] = lambda _: None
         "int4_weights_allgather_s": coll["int4-weights"]["collective_s"],
         "setup": {"world": WORLD, "backend": "gloo", "numel_per_rank": cfg.numel, "input_dtype": "float32",
                   "model_params": n_params, "train_steps": cfg.train_steps, "repeats": cfg.repeats,
-                  "torch_threads": torch.get_num_threads(), "gpu": torch.cuda.is_available()},
+                  "cpu_throughput_threads": 1, "gpu": torch.cuda.is_available()},
     }
