@@ -152,3 +152,9 @@ def stochastic_unbiased(rank: int, world: int) -> tuple[float, float]:
     one = quantized_reduce_scatter(x, cfg)
     rel = lambda y: ((y - exact).norm() / exact.norm()).item()  # noqa: E731
     return rel(one), rel(acc / trials)
+
+
+def all_collective_checks(rank: int, world: int) -> dict[str, object]:
+    """One spawn for the three collective checks (process start-up dominates these small runs)."""
+    return {"reference": reference_paths(rank, world), "quantized": quantized_collectives(rank, world),
+            "stochastic": stochastic_unbiased(rank, world)}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from distscope.compress.launch import run_gloo
 from distscope.compress.quantize import Rounding
-from distscope.compress.sharded_dp import TrainConfig, train_worker
+from distscope.compress.sharded_dp import TrainConfig, train_many_worker
 from distscope.compress.spec import CompressionMethod
 from distscope.errors import DistscopeError
 
@@ -41,11 +41,12 @@ def run_convergence(steps: int, *, seed: int = 0, runs: tuple[str, ...] = DEFAUL
         raise DistscopeError(f"convergence: runs={unknown}; valid: {', '.join(RUNS)}")
     tail = max(5, steps // 10)
     out: dict[str, dict[str, object]] = {}
-    for name in runs:
-        weights, grads, rounding = RUNS[name]
-        progress(f"{name}: {steps} steps on {WORLD} gloo ranks")
-        train = TrainConfig(weights=weights, grads=grads, steps=steps, seed=seed, grad_rounding=rounding)
-        res = run_gloo(train_worker, WORLD, train, timeout_s=timeout_s)
+    cfgs = [TrainConfig(weights=RUNS[n][0], grads=RUNS[n][1], grad_rounding=RUNS[n][2], steps=steps,
+                        seed=seed)
+            for n in runs]
+    progress(f"{', '.join(runs)}: {steps} steps each on {WORLD} gloo ranks")
+    results = run_gloo(train_many_worker, WORLD, cfgs, timeout_s=timeout_s)
+    for name, res in zip(runs, results, strict=True):
         losses = res["losses"]
         out[name] = {"final_loss": statistics.mean(losses[-tail:]), "eval_loss": res["eval_loss"],
                      "first_loss": losses[0], "train_s": res["train_s"], "losses": losses}

@@ -131,3 +131,8 @@ def train_worker(rank: int, world: int, cfg: TrainConfig) -> dict[str, object]:
                  for i in range(cfg.eval_batches)]
     return {"losses": losses, "eval_loss": sum(evals) / len(evals), "train_s": train_s,
             "n_params": n_params, "p_pad": p_pad}
+
+
+def train_many_worker(rank: int, world: int, cfgs: list[TrainConfig]) -> list[dict[str, object]]:
+    """Several runs in one spawn (process start-up dominates short runs); each starts from scratch."""
+    return [train_worker(rank, world, cfg) for cfg in cfgs]
