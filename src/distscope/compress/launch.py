@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,16 +21,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _entry(rank: int, world: int, port: int, out_path: str, timeout_s: float, threads: int,
+def _entry(rank: int, world: int, store_path: str, out_path: str, timeout_s: float, threads: int,
            fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     torch.set_num_threads(threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    # FileStore rendezvous in a private temp dir: no TCP port to pick, so no race with other jobs that
+    # pick "free" ports on the same host
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
     try:
         result = fn(rank, world, *args)
@@ -46,7 +41,8 @@ def run_gloo(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 
     """Spawn `world` gloo ranks running fn(rank, world, *args); return rank 0's result."""
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "result.pkl")
-        ctx = mp.start_processes(_entry, args=(world, _free_port(), out_path, timeout_s, threads, fn, args),
+        store_path = os.path.join(tmp, "store")
+        ctx = mp.start_processes(_entry, args=(world, store_path, out_path, timeout_s, threads, fn, args),
                                  nprocs=world, join=False, start_method="spawn")
         deadline = time.monotonic() + timeout_s
         try:
