@@ -30,9 +30,11 @@ app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
 app.command("clusters")(clusters_cmd)
 
+from distscope.compress.cli import app as compress_app  # noqa: E402
 from distscope.measure.cli import app as measure_app  # noqa: E402
 
 app.add_typer(measure_app, name="measure")
+app.add_typer(compress_app, name="compress")
 
 
 def main() -> None:
@@ -42,6 +44,3 @@ def main() -> None:
     except DistscopeError as exc:
         print(f"distscope: error: {exc}", file=sys.stderr)
         sys.exit(2)
-from distscope.compress.cli import app as compress_app  # noqa: E402
-
-app.add_typer(compress_app, name="compress")
