@@ -42,6 +42,7 @@ PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp16, bf16 or fp
 OverlapOpt = Annotated[str, typer.Option("--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, or none.")]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (fused) or unfused.")]
 StageLayersOpt = Annotated[str | None, typer.Option("--stage-layers", help="Explicit layers per pipeline chunk, comma list of pp*vp numbers.")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
 LinkOpt = Annotated[str | None, typer.Option("--link", help="Override level bandwidths in GB/s per GPU per direction, e.g. nvlink=300,ib=25.")]
 
 
@@ -87,19 +88,30 @@ class Scenario:
     plan: Plan
 
 
-def build_cluster(cluster: str, gpus: int, link: str | None = None) -> Cluster:
+def with_profile(c: Cluster, profile: str | None) -> Cluster:
+    if not profile:
+        return c
+    from pathlib import Path
+
+    from distscope.measure.profile import load_profile
+    from distscope.system.calibrated import apply_profile
+
+    return apply_profile(c, load_profile(Path(profile)))
+
+
+def build_cluster(cluster: str, gpus: int, link: str | None = None, profile: str | None = None) -> Cluster:
     c = get_cluster(cluster, gpus)
     links = parse_links(link)
-    return c.with_bandwidths(links) if links else c
+    return with_profile(c.with_bandwidths(links) if links else c, profile)
 
 
 def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: int, pp: int, vp: int, cp: int,
                    ep: int, sequence_parallel: bool, zero: int, distributed_optimizer: bool, micro_batch: int,
                    global_batch: int, seq: int, recompute: str, recompute_layers: int, schedule: str | None,
                    precision: str, overlap: str, attention: str, stage_layers: str | None,
-                   link: str | None) -> Scenario:
+                   link: str | None, profile: str | None = None) -> Scenario:
     spec = get_model(model)
-    c = build_cluster(cluster, gpus, link)
+    c = build_cluster(cluster, gpus, link, profile)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B
     if schedule is not None:

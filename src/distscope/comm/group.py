@@ -25,6 +25,7 @@ class GroupNet:
     levels: tuple[tuple[int, float, float], ...]  # crossed levels: (p_k, α_k, B_k per GPU)
     a2a_parts: tuple[tuple[float, float], ...]  # (fraction of a rank's D crossing level k, B_k)
     nvls: tuple[float, float] | None  # (latency_s, B) when the group sits inside one NVLS domain
+    profiled: bool = False  # a crossed level is measured: price with the ring formula only
 
 
 @functools.lru_cache(maxsize=4096)
@@ -34,12 +35,14 @@ def group_net(cluster: Cluster, size: int, stride: int = 1, rails: bool = True) 
     bus = float("inf")
     alpha = 0.0
     below = 1
+    profiled = False
     parts: list[tuple[float, float]] = []
     for p, lv in zip(fan, cluster.levels, strict=True):
         if p > 1:
             levels.append((p, lv.latency_s, lv.eff_Bps))
             bus = min(bus, lv.eff_Bps * (below if rails else 1))
             alpha = max(alpha, lv.latency_s)
+            profiled = profiled or lv.profiled
             # ranks in my level-k unit but outside my level-(k-1) unit: below*(p-1) of the n
             parts.append((below * (p - 1) / size, lv.eff_Bps))
         below *= p
@@ -50,5 +53,6 @@ def group_net(cluster: Cluster, size: int, stride: int = 1, rails: bool = True) 
     if not levels:  # a group of one
         bus = lv0.eff_Bps
     return GroupNet(
-        n=size, fanout=fan, alpha_s=alpha, bus_Bps=bus, levels=tuple(levels), a2a_parts=tuple(parts), nvls=nvls
+        n=size, fanout=fan, alpha_s=alpha, bus_Bps=bus, levels=tuple(levels), a2a_parts=tuple(parts), nvls=nvls,
+        profiled=profiled,
     )

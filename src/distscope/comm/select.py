@@ -87,7 +87,7 @@ def collective_time(
             raise DistscopeError(f"algorithm={algorithm.value} does not apply to {coll.value} on this group")
         return t, algorithm
     best: tuple[float, Algorithm] | None = None
-    for a in NCCL_CHOICES[coll]:
+    for a in NCCL_CHOICES[coll][:1] if g.profiled else NCCL_CHOICES[coll]:
         t = REGISTRY[(coll, a)](g, D)
         if t is not None and (best is None or t < best[0]):
             best = (t, a)

@@ -33,6 +33,7 @@ def estimate_cmd(
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
+    profile: S.ProfileOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     comm_volume: Annotated[bool, typer.Option(
         "--comm-volume", help="Print bytes per (op, dim) per training step per rank (each pipeline stage) instead."
@@ -48,7 +49,7 @@ def estimate_cmd(
         sequence_parallel=sequence_parallel, zero=zero, distributed_optimizer=distributed_optimizer,
         micro_batch=micro_batch, global_batch=global_batch, seq=seq, recompute=recompute,
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
-        attention=attention, stage_layers=stage_layers, link=link,
+        attention=attention, stage_layers=stage_layers, link=link, profile=profile,
     )
     if comm_volume:
         from distscope.model.comm_volume import comm_volume_report, comm_volume_table

@@ -24,6 +24,8 @@ class Level:
     nvls_efficiency: >0 when the level's switch reduces in-network (NVLink SHARP): the achieved
       fraction of bw_GBps for the NVLS all-reduce, whose per-GPU traffic is D each way.
     nvls_latency_s: the NVLS all-reduce's fixed cost (start-up and pipeline fill).
+    profiled: set from a measured profile; collectives on it are priced with the ring formula the
+      fit was read through, not re-chosen among algorithms.
     """
 
     name: str
@@ -33,6 +35,7 @@ class Level:
     efficiency: float = 1.0
     nvls_efficiency: float = 0.0
     nvls_latency_s: float = 0.0
+    profiled: bool = False  # bandwidth/latency come from a measured α-β fit (system/calibrated.py)
 
     def __post_init__(self) -> None:
         if self.size < 0 or self.bw_GBps <= 0 or self.latency_s < 0 or not 0 < self.efficiency <= 1:

@@ -10,15 +10,20 @@ import typer
 def validate_cmd(
     csv_file: Annotated[str, typer.Argument(help="CSV with the columns of shared/validation/published_runs.csv.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    profile: Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`, applied to every row's cluster.")] = None,
 ) -> None:
     """Predict every row's step time (choosing `auto` cells), print each row's error and the summary."""
+    from pathlib import Path
+
     from rich.table import Table
 
+    from distscope.measure.profile import load_profile
     from distscope.report.console import err, out, print_json
     from distscope.validate.harness import summary, validate_file
 
+    prof = load_profile(Path(profile)) if profile else None
     with err.status("predicting rows ...", spinner="dots"):
-        results = validate_file(csv_file)
+        results = validate_file(csv_file, prof)
     s = summary(results)
     if as_json:
         print_json(s)

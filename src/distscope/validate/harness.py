@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError
+from distscope.measure.profile import SystemProfile
 from distscope.model import Estimate, estimate
 from distscope.model.stages import balanced_chunks
 from distscope.plan import Plan, Recompute, Schedule
+from distscope.system.calibrated import apply_profile
 from distscope.validate.cluster_from_row import cluster_for
 from distscope.validate.rows import Row, parse_row, read_rows
 from distscope.workload.training import TrainingShape
@@ -63,8 +65,10 @@ def candidate_plans(row: Row) -> Iterator[Plan]:
         )
 
 
-def predict_row(row: Row) -> RowResult:
+def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
     cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
+    if profile is not None:
+        cluster = apply_profile(cluster, profile)
     shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
     best: tuple[Estimate, Plan] | None = None
     fallback: tuple[Estimate, Plan] | None = None
@@ -95,7 +99,7 @@ def predict_row(row: Row) -> RowResult:
                      predicted_step_time_s=est.step_time_s, plan=plan, estimate=est)
 
 
-def validate_file(path: str | Path) -> list[RowResult]:
+def validate_file(path: str | Path, profile: SystemProfile | None = None) -> list[RowResult]:
     results: list[RowResult] = []
     for line, raw in read_rows(path):
         try:
@@ -110,7 +114,7 @@ def validate_file(path: str | Path) -> list[RowResult]:
                                      measured_step_time_s=m, error=str(exc)))
             continue
         try:
-            results.append(predict_row(row))
+            results.append(predict_row(row, profile))
         except DistscopeError as exc:  # e.g. a GPU count the row's topology cannot hold
             results.append(RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
                                      error=f"run_id={row.run_id}: {exc}"))
