@@ -38,3 +38,6 @@ def main() -> None:
     except DistscopeError as exc:
         print(f"distscope: error: {exc}", file=sys.stderr)
         sys.exit(2)
+from distscope.compress.cli import app as compress_app  # noqa: E402
+
+app.add_typer(compress_app, name="compress")
