@@ -41,3 +41,6 @@ def main() -> None:
 from distscope.compress.cli import app as compress_app  # noqa: E402
 
 app.add_typer(compress_app, name="compress")
+from distscope.search.cli import plan_cmd  # noqa: E402
+
+app.command("plan")(plan_cmd)

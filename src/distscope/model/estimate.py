@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from distscope.comm import Collective, collective_s, group_net
-from distscope.compress.spec import CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.comm.group import GroupNet
+from distscope.compress.spec import CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, inflight_factor
