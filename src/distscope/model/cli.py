@@ -33,6 +33,8 @@ def estimate_cmd(
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
+    compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
+    quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Predict one training step: time with its breakdown, tokens/s, MFU/HFU and memory per GPU."""
@@ -47,9 +49,21 @@ def estimate_cmd(
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
         attention=attention, stage_layers=stage_layers, link=link,
     )
-    est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan)
+    if compress:
+        import dataclasses
+
+        from distscope.compress.spec import parse_compression_config
+
+        sc = dataclasses.replace(sc, plan=dataclasses.replace(sc.plan, compression=parse_compression_config(compress)))
+    if quant_gbps is not None and quant_gbps <= 0:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError(f"--quant-gbps={quant_gbps} must be > 0")
+    est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, quant_GBps=quant_gbps)
     if as_json:
-        print_json(estimate_json(sc, est))
+        d = estimate_json(sc, est)
+        d["plan"]["compression"] = compress or "none"
+        print_json(d)
         return
     for t in estimate_tables(sc, est):
         out.print(t)

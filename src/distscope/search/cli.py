@@ -49,7 +49,7 @@ def plan_cmd(
     from distscope.plan import AttentionImpl, parse_enum
     from distscope.report.console import err, out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
-    from distscope.search.emit import megatron_command, torchtitan_toml
+    from distscope.search.emit import estimate_command, megatron_command, torchtitan_toml
     from distscope.search.explain import explain
     from distscope.search.planner import search
     from distscope.search.report import (
@@ -95,6 +95,7 @@ def plan_cmd(
     why = explain(best, second, spec.layers) if second is not None else "only one feasible plan"
     cr = best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps) if compression else None
     meg = megatron_command(best.plan, spec, shape)
+    again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape)
     titan = torchtitan_toml(best.plan, spec, shape)
     if as_json:
         print_json({
@@ -102,7 +103,7 @@ def plan_cmd(
             "best": candidate_json(best), "top": [candidate_json(x) for x in res.top],
             "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
             "why": why, "partition": partition_json(res.partition), "compression": compression_json(cr),
-            "megatron_args": meg, "torchtitan_toml": titan,
+            "megatron_args": meg, "torchtitan_toml": titan, "estimate_command": again,
         })
         return
     out.print(top_table(res, f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
@@ -125,3 +126,5 @@ def plan_cmd(
     out.print(meg, markup=False, soft_wrap=True)
     out.print("[bold]torchtitan[/bold] (TOML fragment):")
     out.print(titan, markup=False, soft_wrap=True)
+    out.print("[bold]reproduce #1[/bold]:")
+    out.print(again, markup=False, soft_wrap=True)

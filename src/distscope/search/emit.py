@@ -117,3 +117,23 @@ def torchtitan_toml(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> str:
     if plan.precision is Precision.FP8:
         lines += ["", "[model]", 'converters = ["float8"]']
     return "\n".join(lines) + "\n"
+
+
+def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: TrainingShape) -> str:
+    """The `distscope estimate` invocation that reproduces a plan's prediction (explicit split included)."""
+    a = ["distscope", "estimate", "--model", model, "--cluster", cluster, "--gpus", str(gpus),
+         "--global-batch", str(shape.global_batch), "--seq", str(shape.seq_len),
+         "--tp", str(plan.tp), "--pp", str(plan.pp), "--vp", str(plan.vp), "--cp", str(plan.cp), "--ep", str(plan.ep),
+         "--dp", str(plan.dp), "--micro-batch", str(plan.micro_batch), "--zero", str(plan.zero_stage),
+         "--distributed-optimizer" if plan.distributed_optimizer else "--no-distributed-optimizer",
+         "--sequence-parallel" if plan.sequence_parallel else "--no-sequence-parallel",
+         "--recompute", plan.recompute.value, "--recompute-layers", str(plan.recompute_layers),
+         "--schedule", plan.schedule.value, "--precision", plan.precision.value, "--attention", plan.attention.value,
+         "--overlap", ",".join(sorted(d.value for d in plan.overlap)) or "none"]
+    if plan.stage_layers:
+        a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
+    if plan.compressed:
+        from distscope.search.compression import config_label
+
+        a += ["--compress", config_label(plan.compression)]
+    return " ".join(shlex.quote(x) for x in a)
