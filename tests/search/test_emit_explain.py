@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+
 import tomllib
 
 from distscope.dtypes import Precision
