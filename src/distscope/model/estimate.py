@@ -4,7 +4,10 @@ Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP
 + exposed pipeline send/recv. The pipeline then takes
     m·t_max + (Σ_i t_i − t_max)/vp
 (for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), and the
-step adds the exposed data-parallel communication and the optimizer step.
+step adds the exposed data-parallel communication and the optimizer step. A plan's `compression`
+scales the wire time of DP gradient reductions, sharded-weight all-gathers and TP activation
+collectives by the method's byte ratio and adds its quantize/dequantize passes as exposed compute
+(distscope.compress.spec); the LM-head/embedding TP collectives stay uncompressed.
 Each cost function is pure; this file only composes them.
 """
 
@@ -14,7 +17,7 @@ import dataclasses
 
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
-from distscope.compress.spec import CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
+from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, inflight_factor
@@ -41,8 +44,6 @@ def _compress(t_s: float, nbytes: float, method: CompressionMethod, dtype_bytes:
     read `nbytes` at quant_GBps, by default HBM-bound: η·HBM·in/(in+out) bytes of input per second."""
     if method is CompressionMethod.NONE or nbytes <= 0:
         return t_s, 0.0
-    from distscope.compress.spec import METHOD_SPECS
-
     db = max(int(dtype_bytes), 1)
     q = quant_GBps or hbm_bound_GBps(hbm_Bps / 1e9, QUANT_HBM_EFFICIENCY, db, db * ratio_vs(METHOD_SPECS[method], db))
     cc = compressed_comm_cost(uncompressed_bytes=nbytes, uncompressed_comm_s=t_s, method=method,

@@ -112,10 +112,13 @@ def plan_cmd(
     out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s")
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
     g = res.partition
-    if g is not None:
-        out.print(f"[bold]pipeline split[/bold] {list(g.optimal_sizes)} (optimal DP) vs {list(g.default_sizes)}: slowest "
-                  f"chunk {g.optimal_bottleneck_s * 1e3:.2f} ms vs {g.default_bottleneck_s * 1e3:.2f} ms, step "
-                  f"{g.step_gain_pct:+.2f}% faster")
+    if g is not None and g.optimal_step_s < g.default_step_s:
+        out.print(f"[bold]pipeline split[/bold] {list(g.optimal_sizes)} (exact min-max DP) instead of the uniform "
+                  f"{list(g.default_sizes)}: slowest stage {g.optimal_bottleneck_s * 1e3:.2f} ms vs "
+                  f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch, step {g.step_gain_pct:.2f}% faster")
+    elif g is not None:
+        out.print(f"[bold]pipeline split[/bold] the default split is already optimal (slowest stage "
+                  f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch)")
     if cr is not None:
         out.print(compression_table(cr))
         out.print(f"with {config_label(cr.compressed.plan.compression)}: {cr.uncompressed.step_time_s:.3f} s -> "

@@ -10,7 +10,12 @@ increasing order; for each:
    with the micro-batch);
 4. otherwise bisect the fewest block-recomputed layers per chunk that fit, and try selective
    recompute (unfused attention only; with flash attention it equals none).
-The best candidates are then re-partitioned with the exact min-max DP (partition.py) over the
+Branch and bound: with stage times t_i >= their compute c_i and t_max >= t_avg, the pipeline
+m·t_max + (Σt − t_max)/vp >= (m + (pp − 1)/vp) · c_avg, c_avg = (Σ_layers (fwd + bwd) + LM head) / pp
+(no recompute, no communication). A (layout, sequence parallel, micro-batch) whose bound is not below
+the slowest kept step time cannot enter the kept set and is skipped (compression cannot beat the
+bound either: it removes communication, not compute); layouts are visited in increasing order of
+the bound so good plans are found early. The ranking of everything kept is exact. The best candidates are then re-partitioned with the exact min-max DP (partition.py) over the
 estimator's per-layer times and re-estimated.
 """
 
@@ -23,6 +28,7 @@ import time
 from collections.abc import Callable
 
 from distscope.model.estimate import estimate
+from distscope.model.layer import head_cost, layer_cost
 from distscope.model.result import Estimate
 from distscope.model.stages import chunk_sizes
 from distscope.plan import AttentionImpl, Plan, Recompute
@@ -103,6 +109,10 @@ class _Keeper:
         elif item[0] > self.heap[0][0]:
             heapq.heapreplace(self.heap, item)
 
+    def threshold(self) -> float:
+        """A key a new candidate must beat to be kept (inf until full)."""
+        return -self.heap[0][0] if len(self.heap) >= self.n else float("inf")
+
     def sorted(self) -> list[Candidate]:
         return [c for _, _, c in sorted(self.heap, key=lambda x: (-x[0], x[1]))]
 
@@ -118,6 +128,24 @@ class _Search:
     def add(self, c: Candidate) -> None:
         self.keeper.add(c)
         self.comm_keeper.add(c)
+
+    def threshold(self) -> float:
+        return self.keeper.threshold()
+
+    def compute_bound(self, lay: Layout, sp: bool, mb: int) -> float:
+        """Step-time lower bound of every plan with this layout, SP and micro-batch (module docstring)."""
+        spec, sp_ = self.spec, sp and lay.tp > 1
+        args = (mb, self.shape.seq_len, lay.tp, lay.cp, sp_, self.space.attention, Recompute.NONE,
+                self.space.precision, self.cluster.device)
+        dense = layer_cost(spec, False, *args)
+        n_moe = spec.moe_layers
+        t = (spec.layers - n_moe) * (dense.fwd_s + dense.bwd_s)
+        if n_moe:
+            moe = layer_cost(spec, True, *args)
+            t += n_moe * (moe.fwd_s + moe.bwd_s)
+        head = head_cost(spec, mb, self.shape.seq_len, lay.tp, lay.cp, self.space.precision, self.cluster.device)
+        m = self.shape.global_batch // (lay.dp * mb)
+        return (m + (lay.pp - 1) / lay.vp) * (t + head.fwd_s + head.bwd_s) / lay.pp
 
     def est(self, plan: Plan) -> Estimate:
         self.evaluated += 1
@@ -163,12 +191,15 @@ class _Search:
         sps = [sp for sp in self.space.sequence_parallel
                if not sp or (lay.tp > 1 and self.shape.seq_len % (lay.tp * lay.cp) == 0)] if lay.tp > 1 else [False]
         for sp in dict.fromkeys(sps):
+            bounds = {mb: self.compute_bound(lay, sp, mb) for mb in mbs}
             fits_plain: set[int] = set()  # micro-batches at which the distributed optimizer fits without recompute
             order = [s for s in (Sharding.DIST_OPT, Sharding.DDP, Sharding.ZERO3, Sharding.ZERO2) if s in self.space.shardings]
             for sharding in order:
                 for mb in mbs:
                     if sharding == Sharding.ZERO2 and mb in fits_plain:
                         continue  # same time as the distributed optimizer, which already fits
+                    if bounds[mb] >= self.threshold():
+                        continue  # cannot enter the kept set (branch and bound)
                     plan = base_plan(self.space, lay, sharding, sp, mb)
                     e = self.est(plan)
                     if e.feasible:
@@ -236,6 +267,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
     t0 = time.perf_counter()
     s = _Search(spec, shape, cluster, space, max(keep, top_k, repartition_top))
     lays = list(layouts(space, spec, shape, cluster))
+    lays.sort(key=lambda lay: s.compute_bound(lay, True, 1))  # promising layouts first: tighter bounds sooner
     for i, lay in enumerate(lays):
         s.layout(lay)
         if progress is not None:
