@@ -25,7 +25,7 @@ def plan_cmd(
     cluster: S.ClusterOpt = "dgx-h100",
     gpus: S.GpusOpt = 64,
     global_batch: S.GlobalOpt = 128,
-    seq: S.SeqOpt = 8192,
+    seq: Annotated[int | None, typer.Option("--seq", help="Sequence length in tokens (default: the model's context length, at most 8192).")] = None,
     precision: S.PrecisionOpt = "bf16",
     attention: S.AttentionOpt = "flash",
     overlap: Annotated[str, typer.Option("--overlap", help="Communication the software can overlap (all of it is used): comma list of dp,tp,pp, or none.")] = "dp,tp,pp",
@@ -57,6 +57,7 @@ def plan_cmd(
         candidate_json,
         compression_json,
         compression_table,
+        other_layout,
         partition_json,
         runner_up,
         top_table,
@@ -68,6 +69,7 @@ def plan_cmd(
     if top < 1:
         raise DistscopeError(f"--top={top} must be >= 1")
     spec = get_model(model)
+    seq = seq if seq is not None else min(spec.max_positions or 8192, 8192)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     c = S.build_cluster(cluster, gpus, link)
     space = SearchSpace(
@@ -93,6 +95,8 @@ def plan_cmd(
     best = res.best
     second = runner_up(res.top)
     why = explain(best, second, spec.layers) if second is not None else "only one feasible plan"
+    other = other_layout(res.pool)
+    why_layout = explain(best, other, spec.layers) if other is not None else ""
     cr = best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps) if compression else None
     meg = megatron_command(best.plan, spec, shape)
     again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape)
@@ -102,7 +106,7 @@ def plan_cmd(
             "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
             "best": candidate_json(best), "top": [candidate_json(x) for x in res.top],
             "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
-            "why": why, "partition": partition_json(res.partition), "compression": compression_json(cr),
+            "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
             "megatron_args": meg, "torchtitan_toml": titan, "estimate_command": again,
         })
         return
@@ -111,6 +115,8 @@ def plan_cmd(
     out.print(breakdown_table(best))
     out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s")
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
+    if why_layout:
+        out.print(f"[bold]vs the best other tp/pp layout[/bold]: {why_layout}")
     g = res.partition
     if g is not None and g.optimal_step_s < g.default_step_s:
         out.print(f"[bold]pipeline split[/bold] {list(g.optimal_sizes)} (exact min-max DP) instead of the uniform "

@@ -87,6 +87,13 @@ def step_time(c: Candidate) -> float:
     return c.step_time_s
 
 
+def simplest_first(c: Candidate) -> tuple[float, ...]:
+    """Rank by step time; exact ties (e.g. cp and dp swapped with the same tokens per GPU) go to the
+    plan with fewer moving parts: smaller cp, ep, vp, pp, tp, no recompute."""
+    p = c.plan
+    return (c.step_time_s, p.cp, p.ep, p.vp, p.pp, p.tp, p.recompute_layers)
+
+
 def comm_free_time(c: Candidate) -> float:
     """Step time with the exposed DP and TP communication removed: what compressing them could reach
     at best (it ranks the candidates worth trying compression on)."""
@@ -288,7 +295,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
                         gains[id(new)] = gain
                         c = new
         out.append(c)
-    out.sort(key=lambda c: c.step_time_s)
+    out.sort(key=simplest_first)
     best_gain = gains.get(id(out[0])) if out else None
     if best_gain is None and out and out[0].plan.pp > 1:
         r = repartition(spec, shape, cluster, out[0])  # report the (absent) gain for the winner too

@@ -38,6 +38,17 @@ def runner_up(top: tuple[Candidate, ...], rel: float = 1e-4) -> Candidate | None
     return top[1] if len(top) > 1 else None
 
 
+def other_layout(pool: tuple[Candidate, ...]) -> Candidate | None:
+    """The fastest measurably slower candidate whose tp or pp differs from the best's: the structural
+    alternative worth explaining."""
+    if not pool:
+        return None
+    best = pool[0]
+    key = (best.plan.tp, best.plan.pp)
+    return next((c for c in pool[1:] if (c.plan.tp, c.plan.pp) != key
+                 and c.step_time_s > best.step_time_s * (1 + 1e-4)), None)
+
+
 def candidate_json(c: Candidate) -> dict[str, Any]:
     e = c.estimate
     return {**plan_dict(c.plan), "compression": config_label(c.plan.compression), "step_time_s": e.step_time_s,
