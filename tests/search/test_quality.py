@@ -1,6 +1,7 @@
 """Every published run: its plan is in the planner's space and feasible, and the planner's best is
-predicted no slower. CI searches a neighbourhood of each published plan (tp and pp halved, same,
-doubled; everything else free) to stay fast; benchmarks/plan_quality.py runs the full search."""
+predicted no slower, both within the features the run's software had and with every feature. CI
+searches a neighbourhood of each published plan (tp and pp halved, same, doubled; everything else
+free) to stay fast; benchmarks/plan_quality.py runs the full search."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 from distscope.search.quality import check_file
 
 
-@pytest.fixture(scope="module")
-def results(runs_csv: pathlib.Path):  # type: ignore[no-untyped-def]
-    return check_file(runs_csv, neighbourhood=True)
+@pytest.fixture(scope="module", params=[False, True], ids=["every-feature", "its-software"])
+def results(runs_csv: pathlib.Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    return check_file(runs_csv, neighbourhood=True, era=request.param)
 
 
 def test_every_row_is_checked(results) -> None:  # type: ignore[no-untyped-def]

@@ -186,7 +186,7 @@ class _Search:
                         best = Candidate(p, e)
                 else:
                     lo = mid + 1
-        if plan.attention is AttentionImpl.UNFUSED:
+        if plan.attention is AttentionImpl.UNFUSED and self.space.selective_recompute:
             sel = dataclasses.replace(plan, recompute=Recompute.SELECTIVE)
             e = self.est(sel)
             if e.feasible and e.step_time_s < best.step_time_s:

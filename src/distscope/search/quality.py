@@ -15,8 +15,9 @@ import dataclasses
 from pathlib import Path
 
 from distscope.errors import DistscopeError
+from distscope.plan import Plan, Recompute
 from distscope.search.planner import Candidate, search
-from distscope.search.space import SearchSpace, why_not_in_space
+from distscope.search.space import SearchSpace, Sharding, sharding_of, why_not_in_space
 from distscope.validate.cluster_from_row import cluster_for
 from distscope.validate.harness import predict_row
 from distscope.validate.rows import Row, parse_row, read_rows
@@ -46,30 +47,67 @@ def _around(d: int) -> tuple[int, ...]:
     return ((d // 2,) if d % 2 == 0 else ()) + (d, 2 * d)
 
 
-def row_space(row: Row, micro_batch: int, *, neighbourhood: bool = False) -> SearchSpace:
-    """The row's software capabilities; with `neighbourhood` (the fast CI check) tp and pp are limited
-    to half, the same and twice the published degrees and cp, ep to the published ones."""
-    narrow = dict(tp=_around(row.tp), pp=_around(row.pp), cp=(row.cp,), ep=(row.ep,)) if neighbourhood else {}
+# What the software of a published run could do beyond its attention kernel and overlap (rows.py),
+# by `framework`: context parallelism arrived in Megatron-Core 0.5 (2024); sequence parallelism and
+# selective recompute in Megatron-LM 3.0 (Korthikanti et al. 2022); the distributed optimizer in
+# 2022; Megatron-LM 2020 had no interleaved schedule. Anything not listed: every feature.
+ERA_FEATURES: tuple[tuple[str, dict[str, object]], ...] = (
+    ("megatron-lm (2020)", dict(cp=(1,), sequence_parallel=(False,), max_vp=1, shardings=(Sharding.DDP,),
+                                selective_recompute=False)),
+    ("ngc pytorch 20.12", dict(cp=(1,), sequence_parallel=(False,), max_vp=1, shardings=(Sharding.DDP,),
+                               selective_recompute=False)),
+    ("ptd-p", dict(cp=(1,), sequence_parallel=(False,), shardings=(Sharding.DDP,), selective_recompute=False)),
+    ("deepspeed", dict(cp=(1,), sequence_parallel=(False,), selective_recompute=False)),
+    ("megatron-lm", dict(cp=(1,), shardings=(Sharding.DDP,))),
+)
+
+
+def era_features(framework: str) -> dict[str, object]:
+    fw = framework.lower()
+    return next((dict(f) for key, f in ERA_FEATURES if key in fw), {})
+
+
+def row_space(row: Row, published: Plan, *, framework: str = "", neighbourhood: bool = False,
+              era: bool = False) -> SearchSpace:
+    """The row's software capabilities (precision, attention, overlap); with `era` also only the
+    features its framework had (ERA_FEATURES, widened by what the published plan itself used); with
+    `neighbourhood` (the fast CI check) tp and pp limited to half, the same and twice the published
+    degrees and cp, ep to the published ones."""
+    extra: dict[str, object] = era_features(framework) if era else {}
+    if "cp" in extra:
+        extra["cp"] = tuple(sorted({1, published.cp}))
+    if "sequence_parallel" in extra and published.sp:
+        extra["sequence_parallel"] = (True, False)
+    if "shardings" in extra:
+        extra["shardings"] = tuple(dict.fromkeys([*extra["shardings"], sharding_of(published)]))  # type: ignore[misc]
+    if "selective_recompute" in extra and published.recompute is Recompute.SELECTIVE:
+        extra["selective_recompute"] = True
+    if neighbourhood:
+        extra.update(tp=_around(row.tp), pp=_around(row.pp), cp=(row.cp,), ep=(row.ep,))
+    base: dict[str, object] = dict(max_micro_batch=max(16, published.micro_batch), max_vp=max(8, row.vp),
+                                   max_cp=max(16, row.cp), max_tp=max(row.gpus_per_node, row.tp))
+    if "max_vp" in extra:
+        extra["max_vp"] = max(int(extra["max_vp"]), row.vp)  # type: ignore[call-overload]
     return SearchSpace(precision=row.precision, attention=row.attention, overlap=row.overlap_capable,
-                       max_micro_batch=max(16, micro_batch), max_vp=max(8, row.vp), max_cp=max(16, row.cp),
-                       max_tp=max(row.gpus_per_node, row.tp), **narrow)  # type: ignore[arg-type]
+                       **{**base, **extra})  # type: ignore[arg-type]
 
 
-def check_row(row: Row, *, top_k: int = 3, neighbourhood: bool = False) -> RowQuality:
+def check_row(row: Row, *, framework: str = "", top_k: int = 3, neighbourhood: bool = False,
+              era: bool = False) -> RowQuality:
     pub = predict_row(row)
     if pub.plan is None or pub.estimate is None or pub.error:
         return RowQuality(run_id=row.run_id, published=None, best=None, not_in_space="", evaluated=0, search_s=0.0,
                           error=pub.error or "no published plan")
     cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
     shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
-    space = row_space(row, pub.plan.micro_batch, neighbourhood=neighbourhood)
+    space = row_space(row, pub.plan, framework=framework, neighbourhood=neighbourhood, era=era)
     res = search(row.spec, shape, cluster, space, top_k=top_k, keep=top_k, repartition_top=top_k)
     return RowQuality(run_id=row.run_id, published=Candidate(pub.plan, pub.estimate), best=res.best,
                       not_in_space=why_not_in_space(space, row.spec, shape, cluster, pub.plan),
                       evaluated=res.evaluated, search_s=res.search_s)
 
 
-def check_file(path: str | Path, *, neighbourhood: bool = False) -> list[RowQuality]:
+def check_file(path: str | Path, *, neighbourhood: bool = False, era: bool = False) -> list[RowQuality]:
     out = []
     for line, raw in read_rows(path):
         try:
@@ -78,5 +116,5 @@ def check_file(path: str | Path, *, neighbourhood: bool = False) -> list[RowQual
             out.append(RowQuality(run_id=raw.get("run_id") or f"line{line}", published=None, best=None,
                                   not_in_space="", evaluated=0, search_s=0.0, error=str(exc)))
             continue
-        out.append(check_row(row, neighbourhood=neighbourhood))
+        out.append(check_row(row, framework=raw.get("framework") or "", neighbourhood=neighbourhood, era=era))
     return out

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
-from distscope.plan import AttentionImpl, Dim, Plan, Schedule
+from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -65,6 +65,7 @@ class SearchSpace:
     shardings: tuple[tuple[int, bool], ...] = Sharding.ALL
     sequence_parallel: tuple[bool, ...] = (True, False)
     block_recompute: bool = True
+    selective_recompute: bool = True  # Korthikanti et al. 2022; older software only had full recompute
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
@@ -187,6 +188,7 @@ def why_not_in_space(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, 
         (plan.ep in ep_values(space, spec, plan.dp * plan.cp), f"ep={plan.ep}"),
         (plan.micro_batch <= space.max_micro_batch, f"micro_batch={plan.micro_batch}"),
         (plan.sp in space.sequence_parallel or plan.tp == 1, f"sequence_parallel={plan.sp}"),
+        (space.selective_recompute or plan.recompute is not Recompute.SELECTIVE, "recompute=selective"),
         (sharding_of(plan) in space.shardings,
          f"zero_stage={plan.zero_stage} distributed_optimizer={plan.distributed_optimizer}"),
     ]
