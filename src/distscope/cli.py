@@ -10,7 +10,13 @@ import sys
 
 import typer
 
+from distscope.compress.cli import app as compress_app
 from distscope.errors import DistscopeError
+from distscope.measure.cli import app as measure_app
+from distscope.model.cli import estimate_cmd
+from distscope.report.catalog_cli import clusters_cmd, models_cmd
+from distscope.search.cli import plan_cmd
+from distscope.validate.cli import validate_cmd
 
 app = typer.Typer(
     name="distscope",
@@ -19,20 +25,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-from distscope.model.cli import estimate_cmd  # noqa: E402
-from distscope.report.catalog_cli import clusters_cmd, models_cmd  # noqa: E402
-from distscope.validate.cli import validate_cmd  # noqa: E402
-
 app.command("estimate")(estimate_cmd)
+app.command("plan")(plan_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
 app.command("clusters")(clusters_cmd)
-
-from distscope.compress.cli import app as compress_app  # noqa: E402
-from distscope.measure.cli import app as measure_app  # noqa: E402
-
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from distscope.compress.spec import CompressionConfig, CompressionMethod
 from distscope.dtypes import DType, Precision
 from distscope.errors import DistscopeError
 
@@ -68,12 +69,20 @@ class Plan:
     attention: AttentionImpl = AttentionImpl.FLASH
     grad_reduce_dtype: DType = DType.FP32  # Megatron's main_grad buffers are fp32 and reduced as such
     stage_layers: tuple[int, ...] = ()  # explicit layers per pipeline stage; () = uniform
+    # quantized communication per class (DP gradients, sharded-weight all-gathers, TP activations);
+    # None = nothing compressed. Priced in model/estimate.py with distscope.compress.spec.
+    compression: CompressionConfig | None = None
 
     def degrees(self) -> str:
         return (
             f"dp={self.dp} tp={self.tp} pp={self.pp} vp={self.vp} cp={self.cp} ep={self.ep} "
             f"micro_batch={self.micro_batch} zero={self.zero_stage}"
         )
+
+    @property
+    def compressed(self) -> bool:
+        c = self.compression
+        return c is not None and any(m is not CompressionMethod.NONE for m in (c.dp_grad, c.weights, c.tp))
 
     def _fail(self, msg: str) -> DistscopeError:
         return DistscopeError(f"{msg} [plan: {self.degrees()}]")

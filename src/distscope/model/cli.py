@@ -34,6 +34,8 @@ def estimate_cmd(
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
+    compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
+    quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     comm_volume: Annotated[bool, typer.Option(
         "--comm-volume", help="Print bytes per (op, dim) per training step per rank (each pipeline stage) instead."
@@ -57,9 +59,21 @@ def estimate_cmd(
         report = comm_volume_report(sc.spec, sc.shape, sc.plan)
         print_json(report) if as_json else out.print(comm_volume_table(report))
         return
-    est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan)
+    if compress:
+        import dataclasses
+
+        from distscope.compress.spec import parse_compression_config
+
+        sc = dataclasses.replace(sc, plan=dataclasses.replace(sc.plan, compression=parse_compression_config(compress)))
+    if quant_gbps is not None and quant_gbps <= 0:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError(f"--quant-gbps={quant_gbps} must be > 0")
+    est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, quant_GBps=quant_gbps)
     if as_json:
-        print_json(estimate_json(sc, est))
+        d = estimate_json(sc, est)
+        d["plan"]["compression"] = compress or "none"
+        print_json(d)
         return
     for t in estimate_tables(sc, est):
         out.print(t)

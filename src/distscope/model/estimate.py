@@ -4,7 +4,10 @@ Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP
 + exposed pipeline send/recv. The pipeline then takes
     m·t_max + (Σ_i t_i − t_max)/vp
 (for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), and the
-step adds the exposed data-parallel communication and the optimizer step.
+step adds the exposed data-parallel communication and the optimizer step. A plan's `compression`
+scales the wire time of DP gradient reductions, sharded-weight all-gathers and TP activation
+collectives by the method's byte ratio and adds its quantize/dequantize passes as exposed compute
+(distscope.compress.spec); the LM-head/embedding TP collectives stay uncompressed.
 Each cost function is pure; this file only composes them.
 """
 
@@ -14,10 +17,11 @@ import dataclasses
 
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
+from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, inflight_factor
-from distscope.model.result import Estimate
+from distscope.model.result import Estimate, LayerTimes
 from distscope.model.stages import StageLayers, stage_layers
 from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
 from distscope.system.topology import Cluster
@@ -28,6 +32,23 @@ from distscope.workload.training import TrainingShape
 ADAM_BYTES_PER_PARAM = 32.0  # read fp32 master/m/v/grad (16) + write master/m/v (12) + bf16 weight (2) + zero grad (2)
 MASTER_BYTES_PER_PARAM = 12.0  # fp32 master weights + Adam m and v
 DDP_BUCKET_PARAMS = 40e6  # Megatron DDP bucket size: the last bucket's reduction is never hidden
+# Quantize/dequantize kernels are memory-bound element-wise passes; distscope.compress.spec assumes they
+# reach 60% of HBM bandwidth (its GPU default), here applied to the plan's device and the tensor's dtype.
+QUANT_HBM_EFFICIENCY = 0.6
+
+
+def _compress(t_s: float, nbytes: float, method: CompressionMethod, dtype_bytes: float, hbm_Bps: float,
+              quant_GBps: float | None) -> tuple[float, float]:
+    """(compressed collective time, quantize+dequantize time) of one collective moving `nbytes` per rank.
+    The wire time scales by the method's ratio (compress.spec.compressed_comm_cost); the codec passes
+    read `nbytes` at quant_GBps, by default HBM-bound: η·HBM·in/(in+out) bytes of input per second."""
+    if method is CompressionMethod.NONE or nbytes <= 0:
+        return t_s, 0.0
+    db = max(int(dtype_bytes), 1)
+    q = quant_GBps or hbm_bound_GBps(hbm_Bps / 1e9, QUANT_HBM_EFFICIENCY, db, db * ratio_vs(METHOD_SPECS[method], db))
+    cc = compressed_comm_cost(uncompressed_bytes=nbytes, uncompressed_comm_s=t_s, method=method,
+                              uncompressed_dtype_bytes=db, quant_GBps=q, dequant_GBps=q)
+    return cc.comm_s, cc.quant_s + cc.dequant_s
 
 
 def recompute_fraction(layers: int, plan: Plan) -> float:
@@ -61,8 +82,11 @@ def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, pla
     return dense / plan.tp, experts / plan.tp
 
 
-def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan) -> Estimate:
-    """Predict one optimizer step. The plan must already be checked against the model (Plan.check)."""
+def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,
+             quant_GBps: float | None = None) -> Estimate:
+    """Predict one optimizer step. The plan must already be checked against the model (Plan.check).
+    `quant_GBps` overrides the quantize/dequantize throughput of compressed communication (GB of
+    uncompressed input per second, e.g. from `distscope compress bench`)."""
     dev = cluster.device
     prec = plan.precision
     e = prec.activation_dtype.bytes
@@ -95,6 +119,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # --- per-layer communication (seconds per micro-batch) ---
     D_tp = T * spec.hidden * e
     tp_point = _tp_layer_comm(D_tp, g_tp, plan.sp) if tp > 1 else 0.0
+    cmp = plan.compression
+    none = CompressionMethod.NONE
+    tp_codec = 0.0  # quantize + dequantize per TP communication point: compute, never hidden
+    if cmp is not None and tp > 1:
+        tp_point, tp_codec = _compress(tp_point, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
     n_fwd = 2 + (2 * rfrac if plan.recompute is Recompute.FULL else 0)
     ep_point = 0.0
     if spec.moe is not None and plan.ep > 1:
@@ -113,6 +142,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tp_exp = max(0.0, tp_point * n_fwd - c.gemm_fwd_s * n_fwd / 2) + max(0.0, 2 * tp_point - 2 * c.gemm_fwd_s)
         else:
             tp_exp = tp_tot
+        tp_exp += tp_codec * (n_fwd + 2)
         cp_tot = cp_exp = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
@@ -125,6 +155,13 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     comm = {moe: layer_comm(moe) for moe in costs}
 
+    def layer_s(moe: bool) -> float:
+        """One layer's share of its stage's per-micro-batch time (compute + exposed TP/CP/EP)."""
+        if moe not in costs:
+            return 0.0
+        c, k = costs[moe], comm[moe]
+        return c.fwd_s + c.bwd_s + rfrac * c.recompute_s + k[1] + k[3] + k[5]
+
     # --- pipeline stages ---
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers)
@@ -135,6 +172,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     zero3 = plan.zero_stage == 3
     stage_t: list[float] = []
+    first_extra = last_extra = 0.0
     parts: list[dict[str, float]] = []
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = 0.0
@@ -165,35 +203,49 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 x = 2 * _tp_layer_comm(D_tp, g_tp, plan.sp) / (2 if not plan.sp else 1)
                 tp_tot += x
                 tp_exp += x
+            last_extra = head.fwd_s + head.bwd_s + (x if tp > 1 else 0.0)
         if first and tp > 1:  # vocab-parallel embedding output reduction
             x = _tp_layer_comm(D_tp, g_tp, plan.sp) / (1 if not plan.sp else 2)
             tp_tot += x
             tp_exp += x
+            first_extra = x
         dense_p, expert_p = _stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
         wbytes = e
+        g_m = cmp.dp_grad if cmp is not None else none
+        w_m = cmp.weights if cmp is not None else none
+        codec = 0.0  # quantize + dequantize of compressed DP traffic per step: compute, never hidden
+
+        def dp_coll(kind: Collective, nbytes: float, grp: GroupNet, method: CompressionMethod, db: float,
+                    times: int = 1) -> float:
+            nonlocal codec
+            t, c = _compress(collective_s(kind, nbytes, grp), nbytes, method, db, dev.hbm_Bps, quant_GBps)
+            codec += times * c
+            return times * t
         # --- data-parallel communication of this stage ---
         z3_ag = z3_rs = 0.0
         if zero3:
             # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
-            z3_ag = 2 * collective_s(Collective.ALL_GATHER, dense_p * wbytes, g_z3)
-            z3_rs = collective_s(Collective.REDUCE_SCATTER, dense_p * gbytes, g_z3)
+            z3_ag = dp_coll(Collective.ALL_GATHER, dense_p * wbytes, g_z3, w_m, wbytes, times=2)
+            z3_rs = dp_coll(Collective.REDUCE_SCATTER, dense_p * gbytes, g_z3, g_m, gbytes)
             if expert_p:
-                z3_ag += 2 * collective_s(Collective.ALL_GATHER, expert_p * wbytes, g_z3e)
-                z3_rs += collective_s(Collective.REDUCE_SCATTER, expert_p * gbytes, g_z3e)
+                z3_ag += dp_coll(Collective.ALL_GATHER, expert_p * wbytes, g_z3e, w_m, wbytes, times=2)
+                z3_rs += dp_coll(Collective.REDUCE_SCATTER, expert_p * gbytes, g_z3e, g_m, gbytes)
+            z3_rs += codec  # per micro-batch, on the critical path like the reduce-scatter
+            codec = 0.0
             t_dp_step = 0.0
         elif plan.shards_optimizer:
-            t_rs = collective_s(Collective.REDUCE_SCATTER, dense_p * gbytes, g_dp)
-            t_ag = collective_s(Collective.ALL_GATHER, dense_p * wbytes, g_dp)
+            t_rs = dp_coll(Collective.REDUCE_SCATTER, dense_p * gbytes, g_dp, g_m, gbytes)
+            t_ag = dp_coll(Collective.ALL_GATHER, dense_p * wbytes, g_dp, w_m, wbytes)
             if expert_p:
-                t_rs += collective_s(Collective.REDUCE_SCATTER, expert_p * gbytes, g_edp)
-                t_ag += collective_s(Collective.ALL_GATHER, expert_p * wbytes, g_edp)
+                t_rs += dp_coll(Collective.REDUCE_SCATTER, expert_p * gbytes, g_edp, g_m, gbytes)
+                t_ag += dp_coll(Collective.ALL_GATHER, expert_p * wbytes, g_edp, w_m, wbytes)
             t_dp_step = t_rs + t_ag
         else:
-            t_rs = collective_s(Collective.ALL_REDUCE, dense_p * gbytes, g_dp)
+            t_rs = dp_coll(Collective.ALL_REDUCE, dense_p * gbytes, g_dp, g_m, gbytes)
             if expert_p:
-                t_rs += collective_s(Collective.ALL_REDUCE, expert_p * gbytes, g_edp)
+                t_rs += dp_coll(Collective.ALL_REDUCE, expert_p * gbytes, g_edp, g_m, gbytes)
             t_ag = 0.0
             t_dp_step = t_rs
         if zero3:
@@ -210,6 +262,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 stage_dp_exp = max(last_bucket, t_rs - bwd) + max(0.0, t_ag - fwd)
             else:
                 stage_dp_exp = t_dp_step
+            stage_dp_tot += codec
+            stage_dp_exp += codec
         per_mb = fwd + bwd + tp_exp + cp_exp + ep_tot + pp_exposed_mb + z3_exp
         stage_t.append(per_mb)
         parts.append({"compute": fwd + bwd, "tp": tp_exp, "cp": cp_exp, "ep": ep_tot, "pp": pp_exposed_mb,
@@ -228,6 +282,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             mem_worst = mem
 
     t_max = max(stage_t)
+    kind_t = dict(zip(kinds, stage_t, strict=True))
+    per_stage = tuple(kind_t[(sl, i == 0, i == pp - 1)] for i, sl in enumerate(stages))
     k = stage_t.index(t_max)
     pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
     if pp > 1 and Dim.PP in plan.overlap:
@@ -257,7 +313,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         step_time_s=step, breakdown_s=bd, comm_total_s=comm_total,
         tokens_per_s=shape.tokens / step, model_flops=mf, hardware_flops=hf,
         mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
-        memory=mem_worst, hbm_bytes=dev.hbm_bytes, microbatches=m,
+        memory=mem_worst, hbm_bytes=dev.hbm_bytes, microbatches=m, stage_time_s=per_stage,
+        layer_times=LayerTimes(dense_s=layer_s(False), moe_s=layer_s(True), first_s=first_extra, last_s=last_extra),
     )
 
 

@@ -11,6 +11,18 @@ BREAKDOWN_KEYS = ("compute", "bubble", "tp", "cp", "ep", "pp", "dp", "optimizer"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LayerTimes:
+    """Per-micro-batch time one layer adds to its pipeline stage (compute + exposed TP/CP/EP), and the
+    extra work of the first stage (embedding) and the last (LM head + loss): the costs the pipeline
+    partitioner (distscope.search.partition) balances."""
+
+    dense_s: float
+    moe_s: float
+    first_s: float
+    last_s: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Estimate:
     step_time_s: float
     breakdown_s: dict[str, float]  # sums to step_time_s; comm entries are exposed (not hidden) time
@@ -24,6 +36,8 @@ class Estimate:
     memory: Memory  # the worst pipeline stage
     hbm_bytes: float
     microbatches: int
+    stage_time_s: tuple[float, ...] = ()  # per pipeline stage, one micro-batch (forward + backward)
+    layer_times: LayerTimes | None = None
 
     @property
     def feasible(self) -> bool:

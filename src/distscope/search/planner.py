@@ -1,0 +1,304 @@
+"""Exhaustive plan search: enumerate the space (space.py), prune, estimate, rank, re-partition.
+
+Per layout (tp, pp, vp, cp, ep, dp) x sequence parallel x sharding, micro-batches are tried in
+increasing order; for each:
+1. estimate with no recompute: if it fits, that is the fastest recompute choice (recompute only adds
+   time), done;
+2. analytic bound: if weights + gradients + optimizer state + workspace alone exceed HBM, no
+   recompute and no larger micro-batch can fit: stop this sharding;
+3. full recompute of every layer (the least memory): if even that does not fit, stop (memory grows
+   with the micro-batch);
+4. otherwise bisect the fewest block-recomputed layers per chunk that fit, and try selective
+   recompute (unfused attention only; with flash attention it equals none).
+Branch and bound: with stage times t_i >= their compute c_i and t_max >= t_avg, the pipeline
+m·t_max + (Σt − t_max)/vp >= (m + (pp − 1)/vp) · c_avg, c_avg = (Σ_layers (fwd + bwd) + LM head) / pp
+(no recompute, no communication). A (layout, sequence parallel, micro-batch) whose bound is not below
+the slowest kept step time cannot enter the kept set and is skipped (compression cannot beat the
+bound either: it removes communication, not compute); layouts are visited in increasing order of
+the bound so good plans are found early. The ranking of everything kept is exact. The best candidates are then re-partitioned with the exact min-max DP (partition.py) over the
+estimator's per-layer times and re-estimated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+
+from distscope.model.estimate import estimate
+from distscope.model.layer import head_cost, layer_cost
+from distscope.model.result import Estimate
+from distscope.model.stages import chunk_sizes
+from distscope.plan import AttentionImpl, Plan, Recompute
+from distscope.search.partition import layer_costs, min_max_partition, part_costs
+from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches
+from distscope.system.topology import Cluster
+from distscope.workload.spec import ModelSpec
+from distscope.workload.training import TrainingShape
+
+Progress = Callable[[int, int], None]  # (layouts done, layouts total)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    plan: Plan
+    estimate: Estimate
+
+    @property
+    def step_time_s(self) -> float:
+        return self.estimate.step_time_s
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PartitionGain:
+    """Optimal split vs the default (uniform / Megatron-balanced) split of one plan."""
+
+    default_sizes: tuple[int, ...]
+    optimal_sizes: tuple[int, ...]
+    default_bottleneck_s: float  # slowest chunk, one micro-batch
+    optimal_bottleneck_s: float
+    default_step_s: float
+    optimal_step_s: float
+
+    @property
+    def step_gain_pct(self) -> float:
+        return 100.0 * (self.default_step_s - self.optimal_step_s) / self.default_step_s
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchResult:
+    top: tuple[Candidate, ...]  # best first
+    pool: tuple[Candidate, ...]  # the kept best candidates (>= top), for compression and checks
+    comm_pool: tuple[Candidate, ...]  # the kept candidates with the lowest comm_free_time
+    evaluated: int
+    feasible: int
+    layouts: int
+    search_s: float
+    partition: PartitionGain | None  # for the best plan, when it is pipelined
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.top[0] if self.top else None
+
+
+def step_time(c: Candidate) -> float:
+    return c.step_time_s
+
+
+def simplest_first(c: Candidate) -> tuple[float, ...]:
+    """Rank by step time; exact ties (e.g. cp and dp swapped with the same tokens per GPU) go to the
+    plan with fewer moving parts: smaller cp, ep, vp, pp, tp, no recompute."""
+    p = c.plan
+    return (c.step_time_s, p.cp, p.ep, p.vp, p.pp, p.tp, p.recompute_layers)
+
+
+def comm_free_time(c: Candidate) -> float:
+    """Step time with the exposed DP and TP communication removed: what compressing them could reach
+    at best (it ranks the candidates worth trying compression on)."""
+    bd = c.estimate.breakdown_s
+    return c.step_time_s - bd.get("dp", 0.0) - bd.get("tp", 0.0)
+
+
+class _Keeper:
+    """The n candidates with the smallest key (a bounded max-heap)."""
+
+    def __init__(self, n: int, key: Callable[[Candidate], float] = step_time) -> None:
+        self.n, self.key = n, key
+        self.heap: list[tuple[float, int, Candidate]] = []
+        self.count = itertools.count()
+
+    def add(self, c: Candidate) -> None:
+        item = (-self.key(c), next(self.count), c)
+        if len(self.heap) < self.n:
+            heapq.heappush(self.heap, item)
+        elif item[0] > self.heap[0][0]:
+            heapq.heapreplace(self.heap, item)
+
+    def threshold(self) -> float:
+        """A key a new candidate must beat to be kept (inf until full)."""
+        return -self.heap[0][0] if len(self.heap) >= self.n else float("inf")
+
+    def sorted(self) -> list[Candidate]:
+        return [c for _, _, c in sorted(self.heap, key=lambda x: (-x[0], x[1]))]
+
+
+class _Search:
+    def __init__(self, spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace, keep: int) -> None:
+        self.spec, self.shape, self.cluster, self.space = spec, shape, cluster, space
+        self.keeper = _Keeper(keep)
+        self.comm_keeper = _Keeper(keep, comm_free_time)
+        self.evaluated = 0
+        self.feasible = 0
+
+    def add(self, c: Candidate) -> None:
+        self.keeper.add(c)
+        self.comm_keeper.add(c)
+
+    def threshold(self) -> float:
+        return self.keeper.threshold()
+
+    def compute_bound(self, lay: Layout, sp: bool, mb: int) -> float:
+        """Step-time lower bound of every plan with this layout, SP and micro-batch (module docstring)."""
+        spec, sp_ = self.spec, sp and lay.tp > 1
+        args = (mb, self.shape.seq_len, lay.tp, lay.cp, sp_, self.space.attention, Recompute.NONE,
+                self.space.precision, self.cluster.device)
+        dense = layer_cost(spec, False, *args)
+        n_moe = spec.moe_layers
+        t = (spec.layers - n_moe) * (dense.fwd_s + dense.bwd_s)
+        if n_moe:
+            moe = layer_cost(spec, True, *args)
+            t += n_moe * (moe.fwd_s + moe.bwd_s)
+        head = head_cost(spec, mb, self.shape.seq_len, lay.tp, lay.cp, self.space.precision, self.cluster.device)
+        m = self.shape.global_batch // (lay.dp * mb)
+        return (m + (lay.pp - 1) / lay.vp) * (t + head.fwd_s + head.bwd_s) / lay.pp
+
+    def est(self, plan: Plan) -> Estimate:
+        self.evaluated += 1
+        e = estimate(self.spec, self.shape, self.cluster, plan)
+        if e.feasible:
+            self.feasible += 1
+        return e
+
+    def fit_recompute(self, plan: Plan, none_est: Estimate) -> Candidate | None:
+        """Fastest feasible recompute choice for a plan whose no-recompute estimate does not fit;
+        None when nothing fits (see module docstring, steps 2-4)."""
+        mem = none_est.memory
+        static = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.workspace_bytes
+        if static > none_est.hbm_bytes:
+            return None
+        full = dataclasses.replace(plan, recompute=Recompute.FULL)
+        e_full = self.est(full)
+        if not e_full.feasible:
+            return None
+        best = Candidate(full, e_full)
+        chunk = max(plan.stage_layers) if plan.stage_layers else self.spec.layers // (plan.pp * plan.vp)
+        if self.space.block_recompute and chunk > 1:
+            lo, hi = 1, chunk  # hi = chunk means every layer (the plan `full`)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                p = dataclasses.replace(full, recompute_layers=mid)
+                e = self.est(p)
+                if e.feasible:
+                    hi = mid
+                    if e.step_time_s < best.step_time_s:
+                        best = Candidate(p, e)
+                else:
+                    lo = mid + 1
+        if plan.attention is AttentionImpl.UNFUSED and self.space.selective_recompute:
+            sel = dataclasses.replace(plan, recompute=Recompute.SELECTIVE)
+            e = self.est(sel)
+            if e.feasible and e.step_time_s < best.step_time_s:
+                best = Candidate(sel, e)
+        return best
+
+    def layout(self, lay: Layout) -> None:
+        mbs = micro_batches(self.space, self.shape, lay)
+        sps = [sp for sp in self.space.sequence_parallel
+               if not sp or (lay.tp > 1 and self.shape.seq_len % (lay.tp * lay.cp) == 0)] if lay.tp > 1 else [False]
+        for sp in dict.fromkeys(sps):
+            bounds = {mb: self.compute_bound(lay, sp, mb) for mb in mbs}
+            fits_plain: set[int] = set()  # micro-batches at which the distributed optimizer fits without recompute
+            order = [s for s in (Sharding.DIST_OPT, Sharding.DDP, Sharding.ZERO3, Sharding.ZERO2) if s in self.space.shardings]
+            for sharding in order:
+                for mb in mbs:
+                    if sharding == Sharding.ZERO2 and mb in fits_plain:
+                        continue  # same time as the distributed optimizer, which already fits
+                    if bounds[mb] >= self.threshold():
+                        continue  # cannot enter the kept set (branch and bound)
+                    plan = base_plan(self.space, lay, sharding, sp, mb)
+                    e = self.est(plan)
+                    if e.feasible:
+                        self.add(Candidate(plan, e))
+                        if sharding == Sharding.DIST_OPT:
+                            fits_plain.add(mb)
+                        continue
+                    c = self.fit_recompute(plan, e)
+                    if c is None:
+                        break
+                    self.add(c)
+
+
+def stage_chunks(stage_totals: tuple[int, ...], vp: int) -> tuple[int, ...] | None:
+    """Chunk sizes (Megatron order: chunk c on stage c mod pp) that give each stage its total, spread
+    as evenly as possible over its vp chunks; None when a stage has fewer than vp layers."""
+    pp = len(stage_totals)
+    if min(stage_totals) < vp:
+        return None
+    return tuple(stage_totals[c % pp] // vp + (1 if c // pp < stage_totals[c % pp] % vp else 0) for c in range(pp * vp))
+
+
+def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate) -> tuple[Candidate, PartitionGain] | None:
+    """Re-split a pipelined candidate's layers with the exact min-max DP over the estimator's per-layer
+    times (per stage: with interleaving, stage i's layers are spread over its vp chunks); returns the
+    re-estimated candidate (faster or not) and the gain record. None if no split applies."""
+    plan, est = c.plan, c.estimate
+    lt = est.layer_times
+    if plan.pp == 1 or lt is None:
+        return None
+    pp, vp = plan.pp, plan.vp
+    dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
+    costs = layer_costs(spec.layers, dense_first, lt.dense_s, lt.moe_s)
+    default = chunk_sizes(spec.layers, pp, vp, plan.stage_layers)
+    default_stage = tuple(sum(default[i::pp]) for i in range(pp))
+    caps: list[int] | None = None
+    e: Estimate | None = None
+    new = plan
+    for _ in range(2):
+        opt = min_max_partition(costs, pp, first_extra=lt.first_s, last_extra=lt.last_s, max_items=caps)
+        sizes = stage_chunks(opt.sizes, vp)
+        if sizes is None:
+            return None
+        new = dataclasses.replace(plan, stage_layers=() if len(set(sizes)) == 1 else sizes)
+        e = estimate(spec, shape, cluster, new)
+        if e.feasible or opt.sizes[0] <= default_stage[0]:
+            break
+        # the first stage holds the most in-flight activations: keep its layer count, re-balance the rest
+        caps = [default_stage[0]] + [spec.layers] * (pp - 1)
+    assert e is not None
+    final = chunk_sizes(spec.layers, pp, vp, new.stage_layers)
+    gain = PartitionGain(
+        default_sizes=default, optimal_sizes=final,
+        default_bottleneck_s=max(part_costs(costs, default_stage, lt.first_s, lt.last_s)),
+        optimal_bottleneck_s=max(part_costs(costs, tuple(sum(final[i::pp]) for i in range(pp)), lt.first_s, lt.last_s)),
+        default_step_s=est.step_time_s, optimal_step_s=e.step_time_s,
+    )
+    return Candidate(new, e), gain
+
+
+def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace | None = None, *,
+           top_k: int = 10, keep: int = 64, repartition_top: int = 32, progress: Progress | None = None) -> SearchResult:
+    """Every plan of `space` for this model, shape and cluster, ranked by predicted step time."""
+    space = space or SearchSpace()
+    t0 = time.perf_counter()
+    s = _Search(spec, shape, cluster, space, max(keep, top_k, repartition_top))
+    lays = list(layouts(space, spec, shape, cluster))
+    lays.sort(key=lambda lay: s.compute_bound(lay, True, 1))  # promising layouts first: tighter bounds sooner
+    for i, lay in enumerate(lays):
+        s.layout(lay)
+        if progress is not None:
+            progress(i + 1, len(lays))
+    ranked = s.keeper.sorted()
+    # --- optimal pipeline partitioning of the best candidates ---
+    gains: dict[int, PartitionGain] = {}
+    out: list[Candidate] = []
+    for i, c in enumerate(ranked):
+        if i < repartition_top:
+            r = repartition(spec, shape, cluster, c)
+            if r is not None:
+                s.evaluated += 1
+                new, gain = r
+                if new.estimate.feasible:
+                    s.feasible += 1
+                    if new.step_time_s < c.step_time_s:
+                        gains[id(new)] = gain
+                        c = new
+        out.append(c)
+    out.sort(key=simplest_first)
+    best_gain = gains.get(id(out[0])) if out else None
+    if best_gain is None and out and out[0].plan.pp > 1:
+        r = repartition(spec, shape, cluster, out[0])  # report the (absent) gain for the winner too
+        best_gain = r[1] if r is not None else None
+    return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(s.comm_keeper.sorted()), evaluated=s.evaluated, feasible=s.feasible,
+                        layouts=len(lays), search_s=time.perf_counter() - t0, partition=best_gain)

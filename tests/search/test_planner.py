@@ -1,0 +1,109 @@
+"""The planner's pruned search finds the same optimum as brute force over the whole space."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+
+from distscope.dtypes import Precision
+from distscope.errors import DistscopeError
+from distscope.model.estimate import estimate
+from distscope.model.stages import balanced_chunks
+from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
+from distscope.search.planner import search
+from distscope.search.space import ALL_OVERLAP, SearchSpace, why_not_in_space
+from distscope.system.presets import get_cluster
+from distscope.workload.catalog import get_model
+from distscope.workload.training import TrainingShape
+
+# Llama 3 70B's layer shape cut to 12 layers: small enough to brute-force every block-recompute count,
+# big enough that 4 GPUs are under memory pressure (recompute and sharding matter)
+SPEC = dataclasses.replace(get_model("llama3-70b"), name="llama3-70b-12l", layers=12)
+SHAPE = TrainingShape(seq_len=8192, global_batch=8)
+CLUSTER = get_cluster("dgx-h100", 4)
+
+
+def _check(p: Plan) -> bool:
+    try:
+        p.check(layers=SPEC.layers, heads=SPEC.heads, kv_heads=SPEC.kv_heads, experts=0, seq_len=SHAPE.seq_len,
+                global_batch=SHAPE.global_batch, num_gpus=CLUSTER.num_gpus)
+    except DistscopeError:
+        return False
+    return True
+
+
+def brute_force(attention: AttentionImpl, max_vp: int, max_mb: int) -> tuple[float, int]:
+    """Every plan, dominated choices included (GPipe, less overlap, ZeRO-1, every block-recompute count)."""
+    best, n = float("inf"), 0
+    degs = (1, 2, 4)
+    for tp, cp, pp in itertools.product(degs, degs, degs):
+        if tp * cp * pp > 4:
+            continue
+        dp = 4 // (tp * cp * pp)
+        for vp in range(1, max_vp + 1) if pp > 1 else (1,):
+            scheds = [Schedule.INTERLEAVED] if vp > 1 else [Schedule.ONE_F_ONE_B, Schedule.GPIPE]
+            chunk = SPEC.layers // (pp * vp)
+            rcs = [(Recompute.NONE, 0), (Recompute.SELECTIVE, 0), (Recompute.FULL, 0)]
+            rcs += [(Recompute.FULL, k) for k in range(1, chunk)]
+            for sp, (zero, do), mb, (rc, k), sched, ov in itertools.product(
+                    (False, True), ((0, False), (0, True), (1, False), (2, False), (3, False)), range(1, max_mb + 1),
+                    rcs, scheds, (frozenset(), frozenset({Dim.DP}), ALL_OVERLAP)):
+                p = Plan(dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, sequence_parallel=sp, zero_stage=zero,
+                         distributed_optimizer=do, micro_batch=mb, recompute=rc, recompute_layers=k, schedule=sched,
+                         precision=Precision.BF16, overlap=ov, attention=attention,
+                         stage_layers=balanced_chunks(SPEC.layers, pp, vp))
+                if not _check(p):
+                    continue
+                n += 1
+                e = estimate(SPEC, SHAPE, CLUSTER, p)
+                if e.feasible:
+                    best = min(best, e.step_time_s)
+    return best, n
+
+
+@pytest.mark.parametrize("attention", [AttentionImpl.FLASH, AttentionImpl.UNFUSED])
+def test_pruned_search_equals_brute_force(attention: AttentionImpl) -> None:
+    space = SearchSpace(attention=attention, max_vp=2, max_micro_batch=2)
+    res = search(SPEC, SHAPE, CLUSTER, space, repartition_top=0)
+    expected, n_brute = brute_force(attention, max_vp=2, max_mb=2)
+    assert res.best is not None
+    assert res.best.step_time_s == pytest.approx(expected, rel=1e-12)
+    assert res.evaluated < n_brute / 5  # the pruning is what makes large searches fast
+    for c in res.pool:  # everything the planner returns is a valid, feasible plan
+        assert _check(c.plan) and c.estimate.feasible
+        assert why_not_in_space(space, SPEC, SHAPE, CLUSTER, c.plan) == ""
+
+
+def test_ranked_fastest_first_and_counts() -> None:
+    res = search(SPEC, SHAPE, CLUSTER, SearchSpace(max_vp=2), top_k=5)
+    times = [c.step_time_s for c in res.top]
+    assert times == sorted(times) and len(res.top) == 5
+    assert 0 < res.feasible <= res.evaluated and res.search_s > 0
+
+
+def test_memory_pressure_forces_recompute_that_fits() -> None:
+    spec = get_model("llama3-70b")
+    shape = TrainingShape(seq_len=8192, global_batch=16)
+    cluster = get_cluster("dgx-h100", 16)
+    res = search(spec, shape, cluster, SearchSpace(tp=(8,), pp=(2,), cp=(1,), shardings=((0, True),), max_vp=1))
+    assert res.best is not None and res.best.estimate.feasible
+    p = res.best.plan
+    # without recompute this layout does not fit; the planner found the fewest recomputed layers that do
+    assert not estimate(spec, shape, cluster, dataclasses.replace(p, recompute=Recompute.NONE, recompute_layers=0)).feasible
+    if p.recompute_layers > 1:
+        fewer = dataclasses.replace(p, recompute_layers=p.recompute_layers - 1)
+        assert not estimate(spec, shape, cluster, fewer).feasible
+
+
+def test_nothing_fits_gives_empty_result() -> None:
+    res = search(get_model("llama3.1-405b"), TrainingShape(seq_len=8192, global_batch=8), get_cluster("dgx-h100", 8))
+    assert res.best is None and res.feasible == 0 and res.evaluated > 0
+
+
+def test_published_plan_outside_space_is_named() -> None:
+    space = SearchSpace(max_vp=2)
+    p = Plan(dp=1, tp=4, precision=Precision.FP8)
+    assert "precision=fp8" in why_not_in_space(space, SPEC, SHAPE, CLUSTER, p)
+    assert why_not_in_space(space, SPEC, SHAPE, CLUSTER, Plan(dp=1, tp=4, zero_stage=1)) == ""
