@@ -1,0 +1,38 @@
+"""One call from traces + network model to per-rank results."""
+
+from __future__ import annotations
+
+import time
+
+from distscope.sim.engine import SimOutcome, simulate_program
+from distscope.sim.network import NetworkMode, NetworkModel
+from distscope.sim.program import Device, compile_program
+from distscope.sim.result import SimResult, summarize
+from distscope.trace.traceset import TraceSet
+
+
+def run_traces(
+    traces: TraceSet,
+    network: NetworkModel,
+    *,
+    mode: NetworkMode = NetworkMode.UNAWARE,
+    symmetric: bool = True,
+    device: Device | None = None,
+) -> SimOutcome:
+    """Compile (validate, match, fold symmetric ranks) and simulate."""
+    t0 = time.perf_counter()
+    program = compile_program(traces, network, device=device, symmetric=symmetric)
+    outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+def simulate_traces(
+    traces: TraceSet,
+    network: NetworkModel,
+    *,
+    mode: NetworkMode = NetworkMode.UNAWARE,
+    symmetric: bool = True,
+    device: Device | None = None,
+) -> SimResult:
+    return summarize(run_traces(traces, network, mode=mode, symmetric=symmetric, device=device))

@@ -1,0 +1,308 @@
+"""Compile a TraceSet into what the engine runs: per simulated rank, flat lists of node kinds, durations,
+children and match ids; collectives matched across their process group, sends matched to receives by
+(src, dst, tag); optionally only one representative rank per symmetry class (symmetry.py).
+
+All trace errors surface here, before simulation, as one line naming rank, node and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from distscope.errors import DistscopeError
+from distscope.sim.network import NetworkModel
+from distscope.sim.symmetry import refine_classes
+from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
+from distscope.trace.traceset import TraceSet
+
+COMPUTE, COLL, SEND, RECV = 0, 1, 2, 3
+_KIND_CODE = {
+    NodeKind.COMP: COMPUTE,
+    NodeKind.MEM_LOAD: COMPUTE,
+    NodeKind.MEM_STORE: COMPUTE,
+    NodeKind.COMM_COLL: COLL,
+    NodeKind.COMM_SEND: SEND,
+    NodeKind.COMM_RECV: RECV,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Device:
+    """What prices COMP/MEM nodes without a duration: peak FLOP/s and local memory bandwidth."""
+
+    peak_flops: float = 0.0
+    mem_bw_Bps: float = 0.0
+
+
+@dataclass
+class RankProgram:
+    """One simulated rank, as flat per-node lists (index = position in the trace)."""
+
+    rank: int
+    names: list[str]
+    ids: list[int]
+    kind: list[int]
+    dur_s: list[float]
+    children: list[list[int]]
+    indeg: list[int]
+    stream: list[int]  # collective stream id (one per process-group name), -1 otherwise
+    inst: list[int]  # collective instance id, -1 otherwise
+    peer: list[tuple[int, int] | None]  # RECV: (simulated rank index, node index) of its send
+    resources: list[tuple[Hashable, ...]]
+
+
+@dataclass
+class Program:
+    ranks: list[RankProgram]
+    class_of: list[int]  # real rank -> index into `ranks` (its representative)
+    inst_participants: list[int] = field(default_factory=list)
+    inst_members: list[tuple[int, ...]] = field(default_factory=list)
+    inst_label: list[str] = field(default_factory=list)
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.class_of)
+
+
+def _where(rank: int, node: Node) -> str:
+    return f"rank {rank}, node {node.id} ({node.name!r})"
+
+
+def _kname(node: Node) -> str | None:
+    return node.comm_kind.value if node.comm_kind else None
+
+
+def _check_acyclic(graph: RankGraph) -> None:
+    index = {n.id: i for i, n in enumerate(graph.nodes)}
+    indeg = [len(n.deps) for n in graph.nodes]
+    children: list[list[int]] = [[] for _ in graph.nodes]
+    for i, n in enumerate(graph.nodes):
+        for d in n.deps:
+            children[index[d]].append(i)
+    stack = [i for i, k in enumerate(indeg) if k == 0]
+    seen = 0
+    while stack:
+        i = stack.pop()
+        seen += 1
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                stack.append(c)
+    if seen != len(graph.nodes):
+        stuck = next(n for i, n in enumerate(graph.nodes) if indeg[i] > 0)
+        raise DistscopeError(f"{_where(graph.rank, stuck)}: dependency cycle through data_deps/ctrl_deps")
+
+
+def _compute_s(node: Node, device: Device) -> float:
+    if node.duration_s > 0 or (node.kind is NodeKind.COMP and not (node.num_ops and device.peak_flops)):
+        return node.duration_s
+    if node.kind is NodeKind.COMP:
+        return node.num_ops / device.peak_flops
+    return node.tensor_size_bytes / device.mem_bw_Bps if device.mem_bw_Bps > 0 else node.duration_s
+
+
+def compile_program(
+    traces: TraceSet, network: NetworkModel, *, device: Device | None = None, symmetric: bool = True
+) -> Program:
+    """Validate and match a TraceSet; with `symmetric`, keep one representative per rank class."""
+    device = device or Device()
+    n_ranks = traces.num_ranks
+    if n_ranks > network.num_npus:
+        raise DistscopeError(f"traces have {n_ranks} ranks but the network has only {network.num_npus} NPUs")
+    # Per rank: collectives grouped by (pg_name, members), sends/recvs keyed by (src, dst, tag).
+    coll_lists: list[dict[tuple[str, tuple[int, ...]], list[int]]] = []
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    recvs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for rank in range(n_ranks):
+        graph = traces.graphs[rank]
+        _check_acyclic(graph)
+        groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        for i, node in enumerate(graph.nodes):
+            if node.kind is NodeKind.COMM_COLL:
+                members = traces.members(node.pg_name, rank)
+                groups.setdefault((node.pg_name, members), []).append(i)
+            elif node.kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV):
+                is_send = node.kind is NodeKind.COMM_SEND
+                peer = node.comm_dst if is_send else node.comm_src
+                fld = "comm_dst" if is_send else "comm_src"
+                if peer is None or not 0 <= peer < n_ranks or peer == rank:
+                    raise DistscopeError(
+                        f"{_where(rank, node)}: field {fld}={peer} is not another rank (0..{n_ranks - 1})"
+                    )
+                key = (rank, peer, node.comm_tag) if is_send else (peer, rank, node.comm_tag)
+                (sends if is_send else recvs).setdefault(key, []).append((rank, i))
+        coll_lists.append(groups)
+    _check_collectives(traces, coll_lists)
+    send_of = _match_p2p(traces, sends, recvs)
+
+    # Per-node collective durations and local signatures (for symmetry classes).
+    coll_dur: dict[tuple[int, int], float] = {}
+    for rank in range(n_ranks):
+        for (_, members), idxs in coll_lists[rank].items():
+            for i in idxs:
+                node = traces.graphs[rank].nodes[i]
+                assert node.comm_kind is not None
+                try:
+                    coll_dur[rank, i] = network.collective_s(node.comm_kind, node.comm_size_bytes, members)
+                except DistscopeError as exc:
+                    raise DistscopeError(f"{_where(rank, node)}: field comm_type: {exc}") from exc
+
+    def p2p_cost(rank: int, i: int) -> float:
+        node = traces.graphs[rank].nodes[i]
+        src, dst = (rank, node.comm_dst) if node.kind is NodeKind.COMM_SEND else (node.comm_src, rank)
+        assert src is not None and dst is not None
+        return network.p2p_s(src, dst, node.tensor_size_bytes or node.comm_size_bytes)
+
+    if symmetric and n_ranks > 1:
+        cls = refine_classes(traces, coll_lists, coll_dur, p2p_cost)
+    else:
+        cls = list(range(n_ranks))
+    reps: dict[int, int] = {}
+    for rank, c in enumerate(cls):
+        reps.setdefault(c, rank)
+    rep_ranks = sorted(reps.values())
+    sim_index = {r: k for k, r in enumerate(rep_ranks)}
+    class_of = [sim_index[reps[cls[r]]] for r in range(n_ranks)]
+
+    program = Program(ranks=[], class_of=class_of)
+    inst_ids: dict[frozenset[tuple[int, int]], int] = {}
+    stream_ids: dict[str, int] = {}
+    for rank in rep_ranks:
+        graph = traces.graphs[rank]
+        index = {n.id: i for i, n in enumerate(graph.nodes)}
+        m = len(graph.nodes)
+        rp = RankProgram(
+            rank=rank,
+            names=[n.name for n in graph.nodes],
+            ids=[n.id for n in graph.nodes],
+            kind=[_KIND_CODE[n.kind] for n in graph.nodes],
+            dur_s=[0.0] * m,
+            children=[[] for _ in range(m)],
+            indeg=[len(n.deps) for n in graph.nodes],
+            stream=[-1] * m,
+            inst=[-1] * m,
+            peer=[None] * m,
+            resources=[()] * m,
+        )
+        for i, node in enumerate(graph.nodes):
+            for d in node.deps:
+                rp.children[index[d]].append(i)
+            code = rp.kind[i]
+            if code == COMPUTE:
+                rp.dur_s[i] = _compute_s(node, device)
+            elif code in (SEND, RECV):
+                rp.dur_s[i] = p2p_cost(rank, i)
+                peer = node.comm_dst if code == SEND else node.comm_src
+                assert peer is not None
+                rp.resources[i] = network.resources((rank, peer))
+                if code == RECV:
+                    s_rank, s_idx = send_of[rank, i]
+                    rp.peer[i] = (class_of[s_rank], s_idx)
+        for (pg, members), idxs in coll_lists[rank].items():
+            sid = stream_ids.setdefault(pg, len(stream_ids))
+            res = network.resources(members)
+            for k, i in enumerate(idxs):
+                parts = frozenset((class_of[s], coll_lists[s][pg, members][k]) for s in members)
+                inst = inst_ids.get(parts)
+                if inst is None:
+                    inst = inst_ids[parts] = len(program.inst_participants)
+                    program.inst_participants.append(len(parts))
+                    program.inst_members.append(members)
+                    program.inst_label.append(pg)
+                rp.stream[i] = sid
+                rp.inst[i] = inst
+                rp.dur_s[i] = coll_dur[rank, i]
+                rp.resources[i] = res
+        program.ranks.append(rp)
+    return program
+
+
+def _check_collectives(
+    traces: TraceSet, coll_lists: list[dict[tuple[str, tuple[int, ...]], list[int]]]
+) -> None:
+    """Every member of a group issues the same sequence of collectives (kind and size) as its leader."""
+    for rank, groups in enumerate(coll_lists):
+        for (pg, members), idxs in groups.items():
+            leader = members[0]
+            if leader == rank:
+                continue
+            theirs = coll_lists[leader].get((pg, members), [])
+            mine_nodes = traces.graphs[rank].nodes
+            their_nodes = traces.graphs[leader].nodes
+            if len(theirs) > len(idxs):
+                node = their_nodes[theirs[len(idxs)]]
+                raise DistscopeError(
+                    f"{_where(leader, node)}: collective #{len(idxs) + 1} on pg_name={pg!r} has no match on "
+                    f"rank {rank} (it issues {len(idxs)})"
+                )
+            for k, i in enumerate(idxs):
+                node = mine_nodes[i]
+                if k >= len(theirs):
+                    raise DistscopeError(
+                        f"{_where(rank, node)}: collective #{k + 1} on pg_name={pg!r} has no match on "
+                        f"rank {leader} (it issues {len(theirs)})"
+                    )
+                peer = their_nodes[theirs[k]]
+                if peer.comm_kind is not node.comm_kind:
+                    raise DistscopeError(
+                        f"{_where(rank, node)}: field comm_type={_kname(node)} but rank {leader} "
+                        f"node {peer.id} has {_kname(peer)}"
+                    )
+                if peer.comm_size_bytes != node.comm_size_bytes:
+                    raise DistscopeError(
+                        f"{_where(rank, node)}: field comm_size={node.comm_size_bytes} but rank {leader} "
+                        f"node {peer.id} has {peer.comm_size_bytes}"
+                    )
+        # A member that never issues on a group the others use is caught from the leader's side:
+    for rank, groups in enumerate(coll_lists):
+        for (pg, members), idxs in groups.items():
+            if members[0] != rank:
+                continue
+            for other in members[1:]:
+                if (pg, members) not in coll_lists[other]:
+                    node = traces.graphs[rank].nodes[idxs[0]]
+                    raise DistscopeError(
+                        f"{_where(rank, node)}: collective #1 on pg_name={pg!r} has no match on rank {other} "
+                        f"(it issues 0)"
+                    )
+
+
+def _match_p2p(
+    traces: TraceSet,
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]],
+    recvs: dict[tuple[int, int, int], list[tuple[int, int]]],
+) -> dict[tuple[int, int], tuple[int, int]]:
+    """The k-th send on (src, dst, tag) matches the k-th receive on it."""
+    out = {}
+    for key in sorted(set(sends) | set(recvs)):
+        s, r = sends.get(key, []), recvs.get(key, [])
+        if len(s) != len(r):
+            extra = s[len(r)] if len(s) > len(r) else r[len(s)]
+            node = traces.graphs[extra[0]].nodes[extra[1]]
+            fld = "comm_dst" if node.kind is NodeKind.COMM_SEND else "comm_src"
+            what = (
+                "send has no matching receive"
+                if node.kind is NodeKind.COMM_SEND
+                else "receive has no matching send"
+            )
+            raise DistscopeError(
+                f"{_where(extra[0], node)}: {what} "
+                f"(field {fld}={key[1] if fld == 'comm_dst' else key[0]}, tag {key[2]})"
+            )
+        for a, b in zip(s, r, strict=True):
+            out[b] = a
+    return out
+
+
+__all__ = [
+    "COLL",
+    "COMPUTE",
+    "RECV",
+    "SEND",
+    "CollKind",
+    "Device",
+    "Program",
+    "RankProgram",
+    "compile_program",
+]
