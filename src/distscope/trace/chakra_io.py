@@ -219,6 +219,7 @@ def prefixes_in(directory: str | Path) -> list[str]:
 
 def read_traces(prefix: str | Path) -> TraceSet:
     """Read all ranks of `PREFIX.<rank>.et` into a TraceSet."""
+    _chakra()
     graphs = {}
     groups: dict[str, tuple[int, ...]] = {}
     for rank, path in trace_files(prefix).items():
@@ -236,6 +237,7 @@ def read_traces(prefix: str | Path) -> TraceSet:
 
 def write_traces(prefix: str | Path, traces: TraceSet) -> list[Path]:
     """Write every rank of a TraceSet as `PREFIX.<rank>.et`; returns the paths written."""
+    _chakra()
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = []
