@@ -27,7 +27,7 @@ def pipeline_traces(
                 groups[dp_name] = tuple(rank_of(t, x, s) for x in range(dp))
                 nodes: list[Node] = []
 
-                def add(prev: int | None, **kw: object) -> int:
+                def add(prev: int | None, nodes: list[Node] = nodes, **kw: object) -> int:
                     nid = len(nodes)
                     deps = () if prev is None else (prev,)
                     nodes.append(Node(id=nid, data_deps=deps, **kw))  # type: ignore[arg-type]

@@ -120,7 +120,7 @@ def test_unknown_comm_type_names_rank_node_field(tmp_path: Path) -> None:
 
 def test_corrupt_and_missing_files(tmp_path: Path) -> None:
     (tmp_path / "junk.0.et").write_bytes(b"\x05abc")
-    with pytest.raises(DistscopeError, match="junk.0.et"):
+    with pytest.raises(DistscopeError, match=r"junk\.0\.et"):
         read_traces(tmp_path / "junk")
     with pytest.raises(DistscopeError, match="no files named"):
         read_traces(tmp_path / "nothing")

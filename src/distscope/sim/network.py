@@ -58,6 +58,10 @@ class AstraNetwork:
         """The dimensions a group spans. A group that is a regular sub-grid (per dimension an
         evenly spaced set of coordinates, all combinations present) runs one phase per spanned
         dimension; any other group is priced as one ring over its highest spanned dimension."""
+        n = self.network.num_npus
+        bad = [r for r in members if not 0 <= r < n]
+        if bad:
+            raise DistscopeError(f"rank {bad[0]} is outside the network's {n} NPUs")
         coords = [self.network.coords(r) for r in members]
         spans = []
         grid = 1
@@ -77,9 +81,6 @@ class AstraNetwork:
         return tuple(spans)
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...]) -> float:
-        bad = [r for r in members if not 0 <= r < self.num_npus]
-        if bad:
-            raise DistscopeError(f"rank {bad[0]} is outside the network's {self.num_npus} NPUs")
         return collective_s(
             kind, size_bytes, self._spans(members), self.network.dims, self.system, self._store_and_forward
         )

@@ -168,6 +168,10 @@ def compile_program(
     program = Program(ranks=[], class_of=class_of)
     inst_ids: dict[frozenset[tuple[int, int]], int] = {}
     stream_ids: dict[str, int] = {}
+    group_ids: dict[tuple[str, tuple[int, ...]], int] = {}
+    member_lists: list[list[list[int]]] = []
+    group_res: list[tuple[Hashable, ...]] = []
+    inst_of: dict[tuple[int, int], int] = {}
     for rank in rep_ranks:
         graph = traces.graphs[rank]
         index = {n.id: i for i, n in enumerate(graph.nodes)}
@@ -199,21 +203,30 @@ def compile_program(
                 if code == RECV:
                     s_rank, s_idx = send_of[rank, i]
                     rp.peer[i] = (class_of[s_rank], s_idx)
-        for (pg, members), idxs in coll_lists[rank].items():
+        for gkey, idxs in coll_lists[rank].items():
+            pg, members = gkey
             sid = stream_ids.setdefault(pg, len(stream_ids))
-            res = network.resources(members)
+            gid = group_ids.get(gkey)
+            if gid is None:
+                gid = group_ids[gkey] = len(group_ids)
+                member_lists.append([coll_lists[s][gkey] for s in members])
+                group_res.append(network.resources(members))
+            lists = member_lists[gid]
             for k, i in enumerate(idxs):
-                parts = frozenset((class_of[s], coll_lists[s][pg, members][k]) for s in members)
-                inst = inst_ids.get(parts)
+                inst = inst_of.get((gid, k))
                 if inst is None:
-                    inst = inst_ids[parts] = len(program.inst_participants)
-                    program.inst_participants.append(len(parts))
-                    program.inst_members.append(members)
-                    program.inst_label.append(pg)
+                    parts = frozenset((class_of[s], lst[k]) for s, lst in zip(members, lists, strict=True))
+                    inst = inst_ids.get(parts)
+                    if inst is None:
+                        inst = inst_ids[parts] = len(program.inst_participants)
+                        program.inst_participants.append(len(parts))
+                        program.inst_members.append(members)
+                        program.inst_label.append(pg)
+                    inst_of[gid, k] = inst
                 rp.stream[i] = sid
                 rp.inst[i] = inst
                 rp.dur_s[i] = coll_dur[rank, i]
-                rp.resources[i] = res
+                rp.resources[i] = group_res[gid]
         program.ranks.append(rp)
     return program
 

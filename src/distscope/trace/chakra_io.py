@@ -206,7 +206,8 @@ def trace_files(prefix: str | Path) -> dict[int, Path]:
     missing = sorted(set(range(len(found))) - set(found))
     if missing:
         raise DistscopeError(
-            f"trace prefix {str(prefix)!r}: ranks must be 0..{max(found)} without gaps; missing rank {missing[0]}"
+            f"trace prefix {str(prefix)!r}: ranks must be 0..{max(found)} without gaps; "
+            f"missing rank {missing[0]}"
         )
     return dict(sorted(found.items()))
 

@@ -43,13 +43,20 @@ class TraceSet:
         if pg_name in self.process_groups:
             group = self.process_groups[pg_name]
         elif pg_name == "":
-            group = tuple(range(self.num_ranks))
+            group = self._world()
         else:
             users = self._pg_users()
             group = users[pg_name]
-        if rank not in group:
+        if not 0 <= rank < self.num_ranks or (group is not self._world() and rank not in group):
             raise DistscopeError(f"rank {rank}: field pg_name={pg_name!r} names a group without this rank")
         return group
+
+    def _world(self) -> tuple[int, ...]:
+        world: tuple[int, ...] | None = getattr(self, "_world_ranks", None)
+        if world is None:
+            world = tuple(range(self.num_ranks))
+            object.__setattr__(self, "_world_ranks", world)
+        return world
 
     def _pg_users(self) -> dict[str, tuple[int, ...]]:
         users: dict[str, tuple[int, ...]] | None = getattr(self, "_users", None)
