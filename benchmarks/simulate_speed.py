@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from distscope.sim.api import run_traces  # noqa: E402
-from distscope.sim.astra_config import read_network, read_system  # noqa: E402
-from distscope.sim.network import AstraNetwork, NetworkMode  # noqa: E402
-from distscope.sim.result import summarize  # noqa: E402
-from distscope.trace.chakra_io import read_traces  # noqa: E402
+from distscope.sim.api import run_traces
+from distscope.sim.astra_config import read_network, read_system
+from distscope.sim.network import AstraNetwork, NetworkMode
+from distscope.sim.result import summarize
+from distscope.trace.chakra_io import read_traces
 
 ASTRA = Path("/work/shared/validation/astra_sim")
 ASTRA_WALL_S = 10.0

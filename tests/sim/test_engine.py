@@ -164,3 +164,12 @@ def test_unsupported_collective_is_reported() -> None:
     b = Node(id=0, name="bc", kind=NodeKind.COMM_COLL, comm_kind=CollKind.BROADCAST, comm_size_bytes=8)
     with pytest.raises(DistscopeError, match=r"rank 0, node 0 .*comm_type.*BROADCAST"):
         simulate_traces(ts((b,), (b,)), _model(2))
+
+
+def test_single_comm_stream_serialises_groups() -> None:
+    size = 1 << 26
+    g = (ar(0, size, pg="a"), ar(1, size, pg="b"))
+    traces = ts(g, g, groups={"a": (0, 1), "b": (0, 1)})
+    per_group = simulate_traces(traces, _model(2)).step_time_s
+    single = simulate_traces(traces, _model(2), single_comm_stream=True).step_time_s
+    assert single == pytest.approx(2 * per_group)

@@ -18,10 +18,13 @@ def run_traces(
     mode: NetworkMode = NetworkMode.UNAWARE,
     symmetric: bool = True,
     device: Device | None = None,
+    single_comm_stream: bool = False,
 ) -> SimOutcome:
     """Compile (validate, match, fold symmetric ranks) and simulate."""
     t0 = time.perf_counter()
-    program = compile_program(traces, network, device=device, symmetric=symmetric)
+    program = compile_program(
+        traces, network, device=device, symmetric=symmetric, single_comm_stream=single_comm_stream
+    )
     outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
     outcome.wall_s = time.perf_counter() - t0
     return outcome
@@ -34,5 +37,15 @@ def simulate_traces(
     mode: NetworkMode = NetworkMode.UNAWARE,
     symmetric: bool = True,
     device: Device | None = None,
+    single_comm_stream: bool = False,
 ) -> SimResult:
-    return summarize(run_traces(traces, network, mode=mode, symmetric=symmetric, device=device))
+    return summarize(
+        run_traces(
+            traces,
+            network,
+            mode=mode,
+            symmetric=symmetric,
+            device=device,
+            single_comm_stream=single_comm_stream,
+        )
+    )

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from distscope.sim.result import SimResult
 
 MODES = ("unaware", "shared")
+STREAMS = ("per-group", "single")
 
 
 def _resolve_prefix(target: str) -> str:
@@ -53,6 +54,14 @@ def simulate(
             "--symmetry/--no-symmetry", help="Simulate one representative per class of equivalent ranks."
         ),
     ] = True,
+    comm_streams: Annotated[
+        str,
+        typer.Option(
+            "--comm-streams",
+            help="per-group: one collective stream per process group (NCCL); single: all collectives of a "
+            "rank in one queue (ASTRA-sim's system layer).",
+        ),
+    ] = "per-group",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
@@ -74,6 +83,10 @@ def simulate(
             f"--network-mode={network_mode!r} is not one of {list(MODES)}{closest(network_mode, MODES)}"
         )
     mode = NetworkMode(network_mode)
+    if comm_streams not in STREAMS:
+        raise DistscopeError(
+            f"--comm-streams={comm_streams!r} is not one of {list(STREAMS)}{closest(comm_streams, STREAMS)}"
+        )
     if network is None or system is None:
         raise DistscopeError("simulate needs --network NET.yml and --system SYS.json")
     net = read_network(network)
@@ -92,7 +105,14 @@ def simulate(
     model = AstraNetwork(net, sysc, mode)
     device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
     with console.status("simulating", spinner="dots") if not as_json else _Null():
-        outcome = run_traces(traces, model, mode=mode, symmetric=symmetry, device=device)
+        outcome = run_traces(
+            traces,
+            model,
+            mode=mode,
+            symmetric=symmetry,
+            device=device,
+            single_comm_stream=comm_streams == "single",
+        )
     result = summarize(outcome)
     if timeline is not None:
         write_timeline(outcome, timeline)

@@ -103,9 +103,19 @@ def _compute_s(node: Node, device: Device) -> float:
 
 
 def compile_program(
-    traces: TraceSet, network: NetworkModel, *, device: Device | None = None, symmetric: bool = True
+    traces: TraceSet,
+    network: NetworkModel,
+    *,
+    device: Device | None = None,
+    symmetric: bool = True,
+    single_comm_stream: bool = False,
 ) -> Program:
-    """Validate and match a TraceSet; with `symmetric`, keep one representative per rank class."""
+    """Validate and match a TraceSet; with `symmetric`, keep one representative per rank class.
+
+    Collectives run on one stream per process-group name (NCCL: one stream per communicator), or, with
+    `single_comm_stream`, all on one stream per rank in ready order, the way ASTRA-sim's system layer
+    queues every collective of an NPU behind the previous ones on the same dimension queues.
+    """
     device = device or Device()
     n_ranks = traces.num_ranks
     if n_ranks > network.num_npus:
@@ -205,7 +215,7 @@ def compile_program(
                     rp.peer[i] = (class_of[s_rank], s_idx)
         for gkey, idxs in coll_lists[rank].items():
             pg, members = gkey
-            sid = stream_ids.setdefault(pg, len(stream_ids))
+            sid = 0 if single_comm_stream else stream_ids.setdefault(pg, len(stream_ids))
             gid = group_ids.get(gkey)
             if gid is None:
                 gid = group_ids[gkey] = len(group_ids)
