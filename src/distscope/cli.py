@@ -29,6 +29,7 @@ def main() -> None:
         print(f"distscope: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
+
 from distscope.sim.cli import simulate as _simulate  # noqa: E402
 
 app.command(name="simulate")(_simulate)

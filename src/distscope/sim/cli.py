@@ -76,7 +76,7 @@ def simulate(
     from distscope.sim.network import AstraNetwork, NetworkMode
     from distscope.sim.program import Device
     from distscope.sim.result import summarize, write_timeline
-    from distscope.trace.chakra_io import read_traces
+    from distscope.trace.chakra_io import MANIFEST, read_symmetric, read_traces
 
     if network_mode not in MODES:
         raise DistscopeError(
@@ -91,15 +91,17 @@ def simulate(
         raise DistscopeError("simulate needs --network NET.yml and --system SYS.json")
     net = read_network(network)
     sysc = read_system(system, len(net.dims))
-    prefix = _resolve_prefix(target)
     from rich.console import Console
 
     console = Console(stderr=True)
     with console.status("reading traces", spinner="dots") if not as_json else _Null():
-        traces = read_traces(prefix)
+        if Path(target, MANIFEST).is_file():
+            traces = read_symmetric(target)
+        else:
+            traces = read_traces(_resolve_prefix(target))
     if traces.num_ranks != net.num_npus:
         raise DistscopeError(
-            f"traces {prefix!r} have {traces.num_ranks} ranks but network {str(network)!r} "
+            f"traces {target!r} have {traces.num_ranks} ranks but network {str(network)!r} "
             f"has {net.num_npus} NPUs"
         )
     model = AstraNetwork(net, sysc, mode)

@@ -121,10 +121,11 @@ def compile_program(
     if n_ranks > network.num_npus:
         raise DistscopeError(f"traces have {n_ranks} ranks but the network has only {network.num_npus} NPUs")
     # Per rank: collectives grouped by (pg_name, members), sends/recvs keyed by (src, dst, tag).
-    coll_lists: list[dict[tuple[str, tuple[int, ...]], list[int]]] = []
+    coll_lists: dict[int, dict[tuple[str, tuple[int, ...]], list[int]]] = {}
     sends: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
     recvs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-    for rank in range(n_ranks):
+    traced = sorted(traces.graphs)
+    for rank in traced:
         graph = traces.graphs[rank]
         _check_acyclic(graph)
         groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
@@ -142,13 +143,13 @@ def compile_program(
                     )
                 key = (rank, peer, node.comm_tag) if is_send else (peer, rank, node.comm_tag)
                 (sends if is_send else recvs).setdefault(key, []).append((rank, i))
-        coll_lists.append(groups)
+        coll_lists[rank] = groups
     _check_collectives(traces, coll_lists)
     send_of = _match_p2p(traces, sends, recvs)
 
     # Per-node collective durations and local signatures (for symmetry classes).
     coll_dur: dict[tuple[int, int], float] = {}
-    for rank in range(n_ranks):
+    for rank in traced:
         for (_, members), idxs in coll_lists[rank].items():
             for i in idxs:
                 node = traces.graphs[rank].nodes[i]
@@ -164,13 +165,15 @@ def compile_program(
         assert src is not None and dst is not None
         return network.p2p_s(src, dst, node.tensor_size_bytes or node.comm_size_bytes)
 
-    if symmetric and n_ranks > 1:
-        cls = refine_classes(traces, coll_lists, coll_dur, p2p_cost)
+    if traces.class_of is not None:
+        cls = list(traces.class_of)
+    elif symmetric and n_ranks > 1:
+        cls = refine_classes(traces, [coll_lists[r] for r in range(n_ranks)], coll_dur, p2p_cost)
     else:
         cls = list(range(n_ranks))
     reps: dict[int, int] = {}
     for rank, c in enumerate(cls):
-        reps.setdefault(c, rank)
+        reps.setdefault(c, c if traces.class_of is not None else rank)
     rep_ranks = sorted(reps.values())
     sim_index = {r: k for k, r in enumerate(rep_ranks)}
     class_of = [sim_index[reps[cls[r]]] for r in range(n_ranks)]
@@ -219,7 +222,7 @@ def compile_program(
             gid = group_ids.get(gkey)
             if gid is None:
                 gid = group_ids[gkey] = len(group_ids)
-                member_lists.append([coll_lists[s][gkey] for s in members])
+                member_lists.append([_member_list(coll_lists, gkey, s, rank, cls) for s in members])
                 group_res.append(network.resources(members))
             lists = member_lists[gid]
             for k, i in enumerate(idxs):
@@ -241,13 +244,33 @@ def compile_program(
     return program
 
 
+def _member_list(
+    coll_lists: dict[int, dict[tuple[str, tuple[int, ...]], list[int]]],
+    gkey: tuple[str, tuple[int, ...]],
+    member: int,
+    rank: int,
+    cls: list[int],
+) -> list[int]:
+    """Node indices of `member`'s collectives on group `gkey`. A member without a trace of its own (a
+    symmetric trace set) runs its representative's graph; it may only sit in a group of its own class,
+    where it mirrors `rank`."""
+    if member in coll_lists:
+        return coll_lists[member][gkey]
+    if cls[member] != cls[rank]:
+        raise DistscopeError(
+            f"symmetric traces: group {gkey[0]!r} mixes rank {rank} with rank {member} of another class "
+            f"that has no trace of its own"
+        )
+    return coll_lists[rank][gkey]
+
+
 def _check_collectives(
-    traces: TraceSet, coll_lists: list[dict[tuple[str, tuple[int, ...]], list[int]]]
+    traces: TraceSet, coll_lists: dict[int, dict[tuple[str, tuple[int, ...]], list[int]]]
 ) -> None:
     """Every member of a group issues the same sequence of collectives (kind and size) as its leader."""
-    for rank, groups in enumerate(coll_lists):
+    for rank, groups in coll_lists.items():
         for (pg, members), idxs in groups.items():
-            leader = members[0]
+            leader = next(m for m in members if m in coll_lists)
             if leader == rank:
                 continue
             theirs = coll_lists[leader].get((pg, members), [])
@@ -278,12 +301,12 @@ def _check_collectives(
                         f"node {peer.id} has {peer.comm_size_bytes}"
                     )
         # A member that never issues on a group the others use is caught from the leader's side:
-    for rank, groups in enumerate(coll_lists):
+    for rank, groups in coll_lists.items():
         for (pg, members), idxs in groups.items():
             if members[0] != rank:
                 continue
             for other in members[1:]:
-                if (pg, members) not in coll_lists[other]:
+                if other in coll_lists and (pg, members) not in coll_lists[other]:
                     node = traces.graphs[rank].nodes[idxs[0]]
                     raise DistscopeError(
                         f"{_where(rank, node)}: collective #1 on pg_name={pg!r} has no match on rank {other} "

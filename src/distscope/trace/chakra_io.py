@@ -248,3 +248,56 @@ def write_traces(prefix: str | Path, traces: TraceSet) -> list[Path]:
         write_rank(path, graph, {k: v for k, v in traces.process_groups.items() if k in used})
         paths.append(path)
     return paths
+
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = "distscope-symmetric/1"
+
+
+def write_symmetric(directory: str | Path, traces: TraceSet, prefix: str = "step") -> Path:
+    """Write a symmetric trace set: `PREFIX.<rep>.et` for each representative rank plus `manifest.json`
+    ({"format", "prefix", "num_ranks", "class_of": representative rank of every rank})."""
+    import json
+
+    if traces.class_of is None:
+        raise DistscopeError("write_symmetric needs a symmetric trace set (class_of)")
+    directory = Path(directory)
+    write_traces(directory / prefix, traces)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "prefix": prefix,
+        "num_ranks": traces.num_ranks,
+        "representatives": sorted(traces.graphs),
+        "class_of": list(traces.class_of),
+    }
+    path = directory / MANIFEST
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def read_symmetric(directory: str | Path) -> TraceSet:
+    """Read a directory written by `write_symmetric`."""
+    import json
+
+    _chakra()
+    path = Path(directory) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DistscopeError(f"manifest {str(path)!r}: cannot read ({exc})") from exc
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise DistscopeError(
+            f"manifest {str(path)!r}: field format={manifest.get('format')!r}, need {MANIFEST_FORMAT}"
+        )
+    class_of = tuple(int(r) for r in manifest["class_of"])
+    if len(class_of) != int(manifest["num_ranks"]):
+        raise DistscopeError(
+            f"manifest {str(path)!r}: class_of has {len(class_of)} entries, num_ranks={manifest['num_ranks']}"
+        )
+    graphs = {}
+    groups: dict[str, tuple[int, ...]] = {}
+    for rep in sorted(set(class_of)):
+        graph, declared = read_rank(Path(directory) / f"{manifest['prefix']}.{rep}.et", rep)
+        graphs[rep] = graph
+        groups.update(declared)
+    return TraceSet(graphs=graphs, process_groups=groups, class_of=class_of)

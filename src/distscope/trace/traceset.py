@@ -19,15 +19,24 @@ class TraceSet:
 
     graphs: dict[int, RankGraph]
     process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Symmetric trace sets: the representative rank of every rank; `graphs` then holds only the
+    # representatives, and every other rank runs its representative's graph.
+    class_of: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.graphs:
             raise DistscopeError("trace set: no ranks")
         ranks = sorted(self.graphs)
-        if ranks != list(range(len(ranks))):
+        if self.class_of is not None:
+            reps = sorted(set(self.class_of))
+            if reps != ranks or any(self.class_of[r] != r for r in reps):
+                raise DistscopeError(
+                    f"symmetric trace set: representatives {reps[:8]} must be exactly the traced ranks {ranks[:8]}"
+                )
+        elif ranks != list(range(len(ranks))):
             raise DistscopeError(f"trace set: ranks must be 0..{len(ranks) - 1}; got {ranks[:8]}...")
         for name, members in self.process_groups.items():
-            bad = [r for r in members if r not in self.graphs]
+            bad = [r for r in members if not 0 <= r < self.num_ranks]
             if bad or len(set(members)) != len(members) or not members:
                 raise DistscopeError(
                     f"process group {name!r}: members {list(members)} must be distinct ranks"
@@ -36,7 +45,7 @@ class TraceSet:
 
     @property
     def num_ranks(self) -> int:
-        return len(self.graphs)
+        return len(self.graphs) if self.class_of is None else len(self.class_of)
 
     def members(self, pg_name: str, rank: int) -> tuple[int, ...]:
         """Ranks of the group `pg_name` as seen from `rank` (which must be a member)."""
