@@ -91,14 +91,18 @@ class StepSpec:
             raise DistscopeError(f"StepSpec: ep={self.ep} must divide dp={self.dp} ({self.degrees})")
         if len(self.stages) != self.pp * self.vp:
             raise DistscopeError(
-                f"StepSpec: {len(self.stages)} stage layer lists, need pp*vp={self.pp * self.vp} ({self.degrees})"
+                f"StepSpec: {len(self.stages)} stage layer lists, need pp*vp={self.pp * self.vp} "
+                f"({self.degrees})"
             )
         if self.vp > 1 and self.schedule is not Schedule.INTERLEAVED:
             raise DistscopeError(f"StepSpec: vp={self.vp} needs schedule=interleaved ({self.degrees})")
 
     @property
     def degrees(self) -> str:
-        return f"tp={self.tp} cp={self.cp} dp={self.dp} ep={self.ep} pp={self.pp} vp={self.vp} mb={self.micro_batches}"
+        return (
+            f"tp={self.tp} cp={self.cp} dp={self.dp} ep={self.ep} pp={self.pp} vp={self.vp} "
+            f"mb={self.micro_batches}"
+        )
 
     @property
     def world(self) -> int:

@@ -31,7 +31,8 @@ class TraceSet:
             reps = sorted(set(self.class_of))
             if reps != ranks or any(self.class_of[r] != r for r in reps):
                 raise DistscopeError(
-                    f"symmetric trace set: representatives {reps[:8]} must be exactly the traced ranks {ranks[:8]}"
+                    f"symmetric trace set: representatives {reps[:8]} must be exactly "
+                    f"the traced ranks {ranks[:8]}"
                 )
         elif ranks != list(range(len(ranks))):
             raise DistscopeError(f"trace set: ranks must be 0..{len(ranks) - 1}; got {ranks[:8]}...")
