@@ -49,6 +49,7 @@ class AstraNetwork:
         self.mode = mode
         self._store_and_forward = mode is NetworkMode.SHARED
         self._spans = lru_cache(maxsize=4096)(self._spans_uncached)
+        self._coll_cache: dict[tuple[CollKind, int, tuple[int, ...]], float] = {}
 
     @property
     def num_npus(self) -> int:
@@ -81,9 +82,13 @@ class AstraNetwork:
         return tuple(spans)
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...]) -> float:
-        return collective_s(
-            kind, size_bytes, self._spans(members), self.network.dims, self.system, self._store_and_forward
-        )
+        key = (kind, size_bytes, members)
+        t = self._coll_cache.get(key)
+        if t is None:
+            t = self._coll_cache[key] = collective_s(
+                kind, size_bytes, self._spans(members), self.network.dims, self.system, self._store_and_forward
+            )
+        return t
 
     def p2p_s(self, src: int, dst: int, size_bytes: int) -> float:
         """A message uses the first dimension in which src and dst coordinates differ."""
