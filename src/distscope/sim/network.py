@@ -86,7 +86,12 @@ class AstraNetwork:
         t = self._coll_cache.get(key)
         if t is None:
             t = self._coll_cache[key] = collective_s(
-                kind, size_bytes, self._spans(members), self.network.dims, self.system, self._store_and_forward
+                kind,
+                size_bytes,
+                self._spans(members),
+                self.network.dims,
+                self.system,
+                self._store_and_forward,
             )
         return t
 

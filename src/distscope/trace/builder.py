@@ -16,7 +16,7 @@ distributed-optimizer parameter all-gather.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from distscope.errors import DistscopeError
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
@@ -251,7 +251,38 @@ def build_traces(spec: StepSpec, *, symmetric: bool = False) -> TraceSet:
         class_of = None
     graphs: dict[int, RankGraph] = {}
     groups: dict[str, tuple[int, ...]] = {}
+    templates: dict[int, tuple[int, RankGraph]] = {}  # stage -> (template rank, graph)
     for r in reps:
-        graphs[r], used = rank_graph(spec, r)
-        groups.update(used)
+        stage = spec.coords(r)[3]
+        if stage in templates:
+            graphs[r] = _remap(spec, *templates[stage], r, groups)
+        else:
+            graphs[r], used = rank_graph(spec, r)
+            groups.update(used)
+            templates[stage] = (r, graphs[r])
     return TraceSet(graphs=graphs, process_groups=groups, class_of=class_of)
+
+
+def _remap(
+    spec: StepSpec, template_rank: int, template: RankGraph, rank: int, groups: dict[str, tuple[int, ...]]
+) -> RankGraph:
+    """`template`'s graph moved to another rank of the same stage: compute nodes are shared (frozen),
+    collectives get this rank's groups, messages this rank's peers."""
+    t, c, d, _ = spec.coords(rank)
+    names: dict[str, str] = {}
+    nodes = []
+    for node in template.nodes:
+        if node.kind is NodeKind.COMM_COLL:
+            new = names.get(node.pg_name)
+            if new is None:
+                new, members = spec.group(Group(node.pg_name.split(":", 1)[0]), rank)
+                names[node.pg_name] = new
+                groups[new] = members
+            node = replace(node, pg_name=new)
+        elif node.kind is NodeKind.COMM_SEND and node.comm_dst is not None:
+            node = replace(node, comm_dst=spec.rank(t, c, d, spec.coords(node.comm_dst)[3]))
+        elif node.kind is NodeKind.COMM_RECV and node.comm_src is not None:
+            node = replace(node, comm_src=spec.rank(t, c, d, spec.coords(node.comm_src)[3]))
+        nodes.append(node)
+    del template_rank
+    return RankGraph(rank=rank, nodes=tuple(nodes))
