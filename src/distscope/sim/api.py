@@ -23,7 +23,12 @@ def run_traces(
     """Compile (validate, match, fold symmetric ranks) and simulate."""
     t0 = time.perf_counter()
     program = compile_program(
-        traces, network, device=device, symmetric=symmetric, single_comm_stream=single_comm_stream
+        traces,
+        network,
+        device=device,
+        symmetric=symmetric,
+        single_comm_stream=single_comm_stream,
+        with_resources=mode is NetworkMode.SHARED,
     )
     outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
     outcome.wall_s = time.perf_counter() - t0

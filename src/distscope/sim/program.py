@@ -109,12 +109,14 @@ def compile_program(
     device: Device | None = None,
     symmetric: bool = True,
     single_comm_stream: bool = False,
+    with_resources: bool = True,
 ) -> Program:
     """Validate and match a TraceSet; with `symmetric`, keep one representative per rank class.
 
     Collectives run on one stream per process-group name (NCCL: one stream per communicator), or, with
     `single_comm_stream`, all on one stream per rank in ready order, the way ASTRA-sim's system layer
     queues every collective of an NPU behind the previous ones on the same dimension queues.
+    `with_resources` records which (rank, level) resources each transfer uses (needed by shared mode).
     """
     device = device or Device()
     n_ranks = traces.num_ranks
@@ -212,7 +214,8 @@ def compile_program(
                 rp.dur_s[i] = p2p_cost(rank, i)
                 peer = node.comm_dst if code == SEND else node.comm_src
                 assert peer is not None
-                rp.resources[i] = network.resources((rank, peer))
+                if with_resources:
+                    rp.resources[i] = network.resources((rank, peer))
                 if code == RECV:
                     s_rank, s_idx = send_of[rank, i]
                     rp.peer[i] = (class_of[s_rank], s_idx)
@@ -223,7 +226,7 @@ def compile_program(
             if gid is None:
                 gid = group_ids[gkey] = len(group_ids)
                 member_lists.append([_member_list(coll_lists, gkey, s, rank, cls) for s in members])
-                group_res.append(network.resources(members))
+                group_res.append(network.resources(members) if with_resources else ())
             lists = member_lists[gid]
             for k, i in enumerate(idxs):
                 inst = inst_of.get((gid, k))
