@@ -21,6 +21,16 @@ app = typer.Typer(
 )
 
 
+from distscope.model.cli import estimate_cmd  # noqa: E402
+from distscope.report.catalog_cli import clusters_cmd, models_cmd  # noqa: E402
+from distscope.validate.cli import validate_cmd  # noqa: E402
+
+app.command("estimate")(estimate_cmd)
+app.command("validate")(validate_cmd)
+app.command("models")(models_cmd)
+app.command("clusters")(clusters_cmd)
+
+
 def main() -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
     try:

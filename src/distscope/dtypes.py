@@ -1,0 +1,74 @@
+"""Numeric formats and their sizes. Bytes always come from here, never from an assumed 2."""
+
+from __future__ import annotations
+
+import enum
+
+from distscope.errors import DistscopeError, closest
+
+
+class DType(enum.Enum):
+    """A storage/compute format. Value is the CLI/CSV spelling."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bytes(self) -> float:
+        return self._bytes  # type: ignore[attr-defined,no-any-return]
+
+    @classmethod
+    def parse(cls, value: str, field: str = "dtype") -> DType:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            raise DistscopeError(
+                f"{field}={value!r} is not a dtype{closest(value, [d.value for d in cls])}"
+            ) from None
+
+
+_BYTES: dict[DType, float] = {
+    DType.FP32: 4.0,
+    DType.TF32: 4.0,  # stored as fp32
+    DType.FP16: 2.0,
+    DType.BF16: 2.0,
+    DType.FP8: 1.0,
+    DType.INT8: 1.0,
+    DType.INT4: 0.5,
+}
+for _member, _size in _BYTES.items():
+    _member._bytes = _size  # type: ignore[attr-defined]  # plain attribute: hashing enums is slow in hot loops
+
+
+class Precision(enum.Enum):
+    """Training precision recipe (mixed precision with fp32 master weights and Adam state).
+
+    FP8 means FP8 GEMMs with bf16 activations elsewhere, as in Transformer Engine.
+    """
+
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def gemm_dtype(self) -> DType:
+        return {Precision.FP16: DType.FP16, Precision.BF16: DType.BF16, Precision.FP8: DType.FP8}[self]
+
+    @property
+    def activation_dtype(self) -> DType:
+        """Dtype of activations, weights in compute, p2p and TP messages (TE keeps these in bf16)."""
+        return DType.FP16 if self is Precision.FP16 else DType.BF16
+
+    @classmethod
+    def parse(cls, value: str, field: str = "precision") -> Precision:
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            raise DistscopeError(
+                f"{field}={value!r} is not a precision; valid: {', '.join(p.value for p in cls)}"
+            ) from None

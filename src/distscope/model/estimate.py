@@ -1,0 +1,298 @@
+"""The analytical step-time estimator: (workload, system, plan) -> Estimate.
+
+Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP/CP/EP communication
++ exposed pipeline send/recv. The pipeline then takes
+    m·t_max + (Σ_i t_i − t_max)/vp
+(for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), and the
+step adds the exposed data-parallel communication and the optimizer step.
+Each cost function is pure; this file only composes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from distscope.comm import Collective, collective_s, group_net
+from distscope.comm.group import GroupNet
+from distscope.model.efficiency import mem_time_s
+from distscope.model.layer import LayerCost, head_cost, layer_cost
+from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, inflight_factor
+from distscope.model.result import Estimate
+from distscope.model.stages import StageLayers, stage_layers
+from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
+from distscope.system.topology import Cluster
+from distscope.workload import params as P
+from distscope.workload.spec import ModelSpec
+from distscope.workload.training import TrainingShape
+
+ADAM_BYTES_PER_PARAM = 32.0  # read fp32 master/m/v/grad (16) + write master/m/v (12) + bf16 weight (2) + zero grad (2)
+MASTER_BYTES_PER_PARAM = 12.0  # fp32 master weights + Adam m and v
+DDP_BUCKET_PARAMS = 40e6  # Megatron DDP bucket size: the last bucket's reduction is never hidden
+
+
+def recompute_fraction(layers: int, plan: Plan) -> float:
+    """Share of layers whose forward is recomputed (block method: recompute_layers per chunk)."""
+    if plan.recompute is not Recompute.FULL or plan.recompute_layers == 0:
+        return 1.0
+    per_chunk = max(plan.stage_layers) if plan.stage_layers else layers / (plan.pp * plan.vp)
+    return min(1.0, plan.recompute_layers / per_chunk)
+
+
+def _tp_layer_comm(D: float, g: GroupNet, sp: bool) -> float:
+    """One TP communication point of a layer: all-reduce, or all-gather + reduce-scatter with SP."""
+    if sp:
+        return collective_s(Collective.ALL_GATHER, D, g) + collective_s(Collective.REDUCE_SCATTER, D, g)
+    return collective_s(Collective.ALL_REDUCE, D, g)
+
+
+def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan: Plan) -> tuple[float, float]:
+    """(dense params, expert params) held by one GPU of a stage."""
+    dense = float(sl.dense * P.dense_params_per_layer(spec, False))
+    experts = 0.0
+    if spec.moe is not None:
+        dense += sl.moe * P.dense_params_per_layer(spec, True)
+        experts = sl.moe * P.expert_params_per_moe_layer(spec) / plan.ep
+    if first:
+        dense += P.embedding_params(spec)
+    if last:
+        dense += P.head_params(spec)
+        if spec.tied_embeddings and plan.pp > 1:
+            dense += spec.vocab * spec.hidden  # Megatron keeps a copy of the word embedding on the last stage
+    return dense / plan.tp, experts / plan.tp
+
+
+def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan) -> Estimate:
+    """Predict one optimizer step. The plan must already be checked against the model (Plan.check)."""
+    dev = cluster.device
+    prec = plan.precision
+    e = prec.activation_dtype.bytes
+    b, s = plan.micro_batch, shape.seq_len
+    m = plan.microbatches(shape.global_batch)
+    tp, cp, pp, dp = plan.tp, plan.cp, plan.pp, plan.dp
+    T = b * s // cp
+
+    g_tp = group_net(cluster, tp, 1)
+    g_cp = group_net(cluster, cp, tp)
+    g_ep = group_net(cluster, plan.ep, tp * cp)
+    g_dp = group_net(cluster, dp * cp, tp)  # gradients are reduced over dp x cp (same weights)
+    g_edp = group_net(cluster, max(dp * cp // plan.ep, 1), tp * plan.ep)
+    # ZeRO-3 gathers and reduces per parameter group across the whole DP group. The published
+    # DeepSpeed ZeRO-3 runs (Narayanan et al. 2021, Table 2: 175B and 530B at 384-2240 A100s) are
+    # communication-bound at the per-GPU NIC rate, not the node's aggregated NIC rate that NCCL's
+    # multi-channel rings reach for one large buffer, so ZeRO-3 traffic is priced without rail
+    # aggregation.
+    g_z3 = group_net(cluster, dp * cp, tp, rails=False)
+    g_z3e = group_net(cluster, max(dp * cp // plan.ep, 1), tp * plan.ep, rails=False)
+    g_pp = group_net(cluster, 2, tp * cp * dp) if pp > 1 else None
+
+    costs: dict[bool, LayerCost] = {
+        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev)
+        for moe in ((False, True) if spec.moe is not None else (False,))
+    }
+    rfrac = recompute_fraction(spec.layers, plan)
+    head = head_cost(spec, b, s, tp, cp, prec, dev)
+
+    # --- per-layer communication (seconds per micro-batch) ---
+    D_tp = T * spec.hidden * e
+    tp_point = _tp_layer_comm(D_tp, g_tp, plan.sp) if tp > 1 else 0.0
+    n_fwd = 2 + (2 * rfrac if plan.recompute is Recompute.FULL else 0)
+    ep_point = 0.0
+    if spec.moe is not None and plan.ep > 1:
+        ep_point = collective_s(Collective.ALL_TO_ALL, T * spec.moe.top_k * spec.hidden * e, g_ep)
+    cp_step = 0.0
+    if cp > 1:
+        kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e  # K and V chunk sent per ring step
+        cp_step = collective_s(Collective.SEND_RECV, kv, g_cp)
+
+    def layer_comm(moe: bool) -> tuple[float, float, float, float, float, float]:
+        """(tp total, tp exposed, cp total, cp exposed, ep total, ep exposed) for one layer."""
+        c = costs[moe]
+        tp_tot = tp_point * (n_fwd + 2)
+        if Dim.TP in plan.overlap:
+            # forward points hide behind the forward GEMMs, backward ones behind dgrad+wgrad GEMMs
+            tp_exp = max(0.0, tp_point * n_fwd - c.gemm_fwd_s * n_fwd / 2) + max(0.0, 2 * tp_point - 2 * c.gemm_fwd_s)
+        else:
+            tp_exp = tp_tot
+        cp_tot = cp_exp = 0.0
+        if cp > 1:
+            f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
+            bwd = 2 * f  # KV again plus dKV
+            rec = f * rfrac if plan.recompute is Recompute.FULL else 0.0
+            cp_tot = f + bwd + rec
+            cp_exp = max(0.0, f - c.attn_fwd_s) * (1 + rfrac if rec else 1) + max(0.0, bwd - 2 * c.attn_fwd_s)
+        ep_tot = ep_point * (n_fwd + 2) if moe else 0.0  # dispatch + combine, forward and backward
+        return tp_tot, tp_exp, cp_tot, cp_exp, ep_tot, ep_tot
+
+    comm = {moe: layer_comm(moe) for moe in costs}
+
+    # --- pipeline stages ---
+    n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
+    stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers)
+    D_pp = T * spec.hidden * e / (tp if plan.sp else 1)
+    p2p = collective_s(Collective.SEND_RECV, D_pp, g_pp) if g_pp is not None else 0.0
+    p2p_per_mb = 2 * p2p * plan.vp if pp > 1 else 0.0
+    pp_exposed_mb = 0.0 if Dim.PP in plan.overlap else p2p_per_mb
+
+    zero3 = plan.zero_stage == 3
+    stage_t: list[float] = []
+    parts: list[dict[str, float]] = []
+    mem_worst: Memory | None = None
+    dp_tot = dp_exp = opt_s = 0.0
+    model_flops = hw_flops = 0.0
+    # stages with the same layers and role cost the same: evaluate each distinct one once
+    kinds: dict[tuple[StageLayers, bool, bool], int] = {}
+    for i, sl in enumerate(stages):
+        key = (sl, i == 0, i == pp - 1)
+        kinds[key] = kinds.get(key, 0) + 1
+    counts: list[int] = []
+    for (sl, first, last), count in kinds.items():
+        counts.append(count)
+        layers = ((False, sl.dense), (True, sl.moe))
+        fwd = sum(costs[moe].fwd_s * n for moe, n in layers if n)
+        bwd = sum((costs[moe].bwd_s + rfrac * costs[moe].recompute_s) * n for moe, n in layers if n)
+        flops = sum(costs[moe].model_flops * n for moe, n in layers if n)
+        rflops = rfrac * sum(costs[moe].recompute_flops * n for moe, n in layers if n)
+        tp_tot = sum(comm[moe][0] * n for moe, n in layers if n)
+        tp_exp = sum(comm[moe][1] * n for moe, n in layers if n)
+        cp_tot = sum(comm[moe][2] * n for moe, n in layers if n)
+        cp_exp = sum(comm[moe][3] * n for moe, n in layers if n)
+        ep_tot = sum(comm[moe][4] * n for moe, n in layers if n)
+        if last:
+            fwd += head.fwd_s
+            bwd += head.bwd_s
+            flops += head.model_flops
+            if tp > 1:  # LM head input gather/scatter (or all-reduce) once forward and once backward
+                x = 2 * _tp_layer_comm(D_tp, g_tp, plan.sp) / (2 if not plan.sp else 1)
+                tp_tot += x
+                tp_exp += x
+        if first and tp > 1:  # vocab-parallel embedding output reduction
+            x = _tp_layer_comm(D_tp, g_tp, plan.sp) / (1 if not plan.sp else 2)
+            tp_tot += x
+            tp_exp += x
+        dense_p, expert_p = _stage_params(spec, sl, first, last, plan)
+        local_p = dense_p + expert_p
+        gbytes = plan.grad_reduce_dtype.bytes
+        wbytes = e
+        # --- data-parallel communication of this stage ---
+        z3_ag = z3_rs = 0.0
+        if zero3:
+            # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
+            z3_ag = 2 * collective_s(Collective.ALL_GATHER, dense_p * wbytes, g_z3)
+            z3_rs = collective_s(Collective.REDUCE_SCATTER, dense_p * gbytes, g_z3)
+            if expert_p:
+                z3_ag += 2 * collective_s(Collective.ALL_GATHER, expert_p * wbytes, g_z3e)
+                z3_rs += collective_s(Collective.REDUCE_SCATTER, expert_p * gbytes, g_z3e)
+            t_dp_step = 0.0
+        elif plan.shards_optimizer:
+            t_rs = collective_s(Collective.REDUCE_SCATTER, dense_p * gbytes, g_dp)
+            t_ag = collective_s(Collective.ALL_GATHER, dense_p * wbytes, g_dp)
+            if expert_p:
+                t_rs += collective_s(Collective.REDUCE_SCATTER, expert_p * gbytes, g_edp)
+                t_ag += collective_s(Collective.ALL_GATHER, expert_p * wbytes, g_edp)
+            t_dp_step = t_rs + t_ag
+        else:
+            t_rs = collective_s(Collective.ALL_REDUCE, dense_p * gbytes, g_dp)
+            if expert_p:
+                t_rs += collective_s(Collective.ALL_REDUCE, expert_p * gbytes, g_edp)
+            t_ag = 0.0
+            t_dp_step = t_rs
+        if zero3:
+            # Overlap prefetches the gathers behind compute; the gradient reduce-scatter stays on the
+            # critical path (the ZeRO-3 rows of Narayanan et al. 2021, Table 2 are only consistent
+            # with that: their step time is max(compute, gathers) + reduce-scatter).
+            z3_exp = (max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag) + z3_rs
+            stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
+        else:
+            z3_exp = 0.0
+            stage_dp_tot = t_dp_step
+            if Dim.DP in plan.overlap:
+                last_bucket = t_dp_step * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0))
+                stage_dp_exp = max(last_bucket, t_rs - bwd) + max(0.0, t_ag - fwd)
+            else:
+                stage_dp_exp = t_dp_step
+        per_mb = fwd + bwd + tp_exp + cp_exp + ep_tot + pp_exposed_mb + z3_exp
+        stage_t.append(per_mb)
+        parts.append({"compute": fwd + bwd, "tp": tp_exp, "cp": cp_exp, "ep": ep_tot, "pp": pp_exposed_mb,
+                      "dp": z3_exp, "tp_tot": tp_tot, "cp_tot": cp_tot, "dp_tot_step": stage_dp_tot,
+                      "dp_exp_step": stage_dp_exp})
+        model_flops += flops * count
+        hw_flops += (flops + rflops) * count
+        # --- optimizer step (memory-bound Adam over the local shard) ---
+        shard = (dp * cp) if plan.shards_optimizer else 1
+        opt_s = max(opt_s, mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps))
+        dp_tot = max(dp_tot, stage_dp_tot)
+        dp_exp = max(dp_exp, stage_dp_exp)
+        # --- memory of this stage ---
+        mem = _stage_memory(spec, sl, dense_p, expert_p, first, last, plan, b, s, m)
+        if mem_worst is None or mem.total_bytes > mem_worst.total_bytes:
+            mem_worst = mem
+
+    t_max = max(stage_t)
+    k = stage_t.index(t_max)
+    pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
+    if pp > 1 and Dim.PP in plan.overlap:
+        pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
+    tied_sync = 0.0
+    if spec.tied_embeddings and pp > 1:  # embedding-gradient all-reduce between first and last stage
+        tied_sync = collective_s(Collective.ALL_REDUCE, spec.vocab * spec.hidden / tp * plan.grad_reduce_dtype.bytes,
+                                 group_net(cluster, 2, tp * cp * dp * (pp - 1)))
+    step = pipe + dp_exp + opt_s + tied_sync
+
+    bk = parts[k]
+    bd = {key: m * bk[key] for key in ("compute", "tp", "cp", "ep", "pp")}
+    bd["dp"] = m * bk["dp"] + dp_exp + tied_sync
+    bd["optimizer"] = opt_s
+    bd["bubble"] = step - sum(bd.values())
+    comm_total = {
+        "tp": m * max(p["tp_tot"] for p in parts), "cp": m * max(p["cp_tot"] for p in parts),
+        "ep": m * max(p["ep"] for p in parts), "pp": m * p2p_per_mb, "dp": dp_tot + tied_sync,
+    }
+
+    n = cluster.num_gpus
+    mf = model_flops * m * dp * cp * tp  # model FLOPs summed over all GPUs (each term is per GPU)
+    hf = hw_flops * m * dp * cp * tp
+    peak = dev.flops(prec.gemm_dtype)
+    assert mem_worst is not None
+    return Estimate(
+        step_time_s=step, breakdown_s=bd, comm_total_s=comm_total,
+        tokens_per_s=shape.tokens / step, model_flops=mf, hardware_flops=hf,
+        mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
+        memory=mem_worst, hbm_bytes=dev.hbm_bytes, microbatches=m,
+    )
+
+
+def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: float, first: bool, last: bool,
+                  plan: Plan, b: int, s: int, m: int) -> Memory:
+    e = plan.precision.activation_dtype.bytes
+    dpc = plan.dp * plan.cp
+    edp = max(dpc // plan.ep, 1)
+    wbytes = (dense_p / (dpc if plan.zero_stage == 3 else 1) + expert_p / (edp if plan.zero_stage == 3 else 1)) * e
+    if plan.zero_stage == 3:  # two gathered layers in flight (current + prefetch)
+        per_layer = dense_p / max(sl.total, 1) + expert_p / max(sl.moe, 1)
+        wbytes += 2 * per_layer * e
+    g = plan.grad_reduce_dtype.bytes
+    gbytes = (dense_p / (dpc if plan.zero_stage >= 2 else 1) + expert_p / (edp if plan.zero_stage >= 2 else 1)) * g
+    shard = plan.shards_optimizer
+    obytes = (dense_p / (dpc if shard else 1) + expert_p / (edp if shard else 1)) * MASTER_BYTES_PER_PARAM
+    per_mb = 0.0
+    rfrac = recompute_fraction(spec.layers, plan)
+    for moe_layer, n in ((False, sl.dense), (True, sl.moe)):
+        if n:
+            full = activation_bytes_per_layer(spec, moe_layer, b, s, plan)
+            if plan.recompute is Recompute.FULL and rfrac < 1.0:  # block recompute: other layers keep everything
+                keep = activation_bytes_per_layer(spec, moe_layer, b, s,
+                                                  dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0))
+                full = rfrac * full + (1 - rfrac) * keep
+            per_mb += n * full
+    held = inflight_factor(plan, m) if first else (1.0 if plan.schedule is not Schedule.GPIPE else float(m))
+    act = per_mb * held
+    T = b * s / plan.cp
+    if last:  # logits in the activation dtype and their fp32 softmax for the loss
+        act += T * spec.vocab / plan.tp * (e + 4)
+    if first:
+        act += T * spec.hidden * e * held / max(sl.total, 1)
+    return Memory(weights_bytes=wbytes, grads_bytes=gbytes, optimizer_bytes=obytes, activations_bytes=act,
+                  workspace_bytes=WORKSPACE_BYTES)
+
+
+__all__ = ["AttentionImpl", "estimate"]

@@ -1,0 +1,135 @@
+"""Per-layer work of one transformer layer for one micro-batch on one GPU: GEMMs, attention core and
+element-wise HBM traffic, and their times on a device.
+
+Shapes (T = b·s/cp tokens on this GPU; a_l = a/tp heads, g_l = max(g/tp, 1) kv heads, f_l = f/tp):
+  QKV   (T, (a_l + 2·g_l)·d, h)          out proj (T, h, a_l·d)
+  FFN   fc1 (T, f_l·(2 if SwiGLU else 1), h), fc2 (T, h, f_l)
+  MoE   router (T, E, h); routed experts as one grouped GEMM over T·k tokens; shared experts like FFN
+  core  QKᵀ 2·b·a_l·(s/cp)·s·d_qk and AV 2·b·a_l·(s/cp)·s·d_v FLOPs (full s² as in Megatron's FLOP
+        formulas; fused causal attention skips the masked half)
+Element-wise bytes per token (e = activation bytes; counted like Korthikanti et al. 2022's activation
+inventory, with each kernel reading its inputs and writing its outputs once): norms 2·2he,
+bias-dropout-add 2·(3e+1)h, activation 2f_l·e (3f_l·e SwiGLU), unfused softmax+dropout a_l·s·(4e+1).
+Norm/dropout/residual tokens are T/tp with sequence parallelism, else T (replicated on TP ranks).
+Backward costs 2x forward for GEMMs and element-wise kernels; fused attention backward 2.5x forward
+(FlashAttention-2: five matmuls against two).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from distscope.dtypes import Precision
+from distscope.model import efficiency as eff
+from distscope.plan import AttentionImpl, Recompute
+from distscope.system.device import Device
+from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LayerCost:
+    fwd_s: float  # forward compute time
+    bwd_s: float  # backward compute time
+    recompute_s: float  # extra forward work in backward under the recompute mode
+    gemm_fwd_s: float  # forward GEMM time (what TP communication can hide behind)
+    attn_fwd_s: float  # forward attention-core time (what CP ring exchange can hide behind)
+    model_flops: float  # forward + backward FLOPs, no recompute
+    recompute_flops: float
+
+
+@functools.lru_cache(maxsize=65536)
+def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
+               attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device) -> LayerCost:
+    gemm_dtype = precision.gemm_dtype
+    e = precision.activation_dtype.bytes
+    peak = device.flops(gemm_dtype)
+    hbm = device.hbm_Bps
+    eta = eff.gemm_eta_max(device.name, gemm_dtype)
+    ge = gemm_dtype.bytes  # bytes per operand element streamed by the GEMM
+
+    h, a, g = spec.hidden, spec.heads, spec.kv_heads
+    a_l = a // tp
+    g_l = max(g // tp, 1)
+    s_q = s // cp
+    T = b * s_q
+    T_el = T // tp if sp else T
+    gemms: list[tuple[float, float, float]] = []
+    if spec.mla is not None:
+        m = spec.mla
+        d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+        gemms += [(T, m.q_lora_rank, h), (T, a_l * d_qk, m.q_lora_rank), (T, m.kv_lora_rank + m.qk_rope_head_dim, h),
+                  (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank), (T, h, a_l * d_v)]
+    else:
+        d_qk = d_v = spec.dhead
+        gemms += [(T, (a_l + 2 * g_l) * d_qk, h), (T, h, a_l * d_v)]
+    act_mult = 3 if spec.ffn is FfnKind.SWIGLU else 2
+    up = 2 if spec.ffn is FfnKind.SWIGLU else 1
+    if moe_layer:
+        assert spec.moe is not None
+        fe = spec.moe.expert_ffn_hidden // tp
+        k = spec.moe.top_k
+        gemms += [(T, spec.moe.experts, h), (T * k, fe * up, h), (T * k, h, fe)]
+        if spec.moe.shared_experts:
+            fs = fe * spec.moe.shared_experts
+            gemms += [(T, fs * up, h), (T, h, fs)]
+        act_bytes = act_mult * e * (T * k * fe + T * fe * spec.moe.shared_experts)
+        act_bytes += 4 * T * k * h * e  # token permute / unpermute (read + write each)
+    else:
+        f_l = spec.ffn_hidden // tp
+        gemms += [(T, f_l * up, h), (T, h, f_l)]
+        act_bytes = act_mult * e * T * f_l
+
+    gemm_fwd_s = sum(eff.gemm_time_s(M, N, K, ge, peak, hbm, eta) for M, N, K in gemms)
+    if gemm_dtype.bytes < e:
+        # FP8 (Transformer Engine): every GEMM's activation input is cast from bf16 (read e, write 1
+        # byte), and backward casts the output gradient too; weights are cast once per step.
+        gemm_fwd_s += eff.mem_time_s(sum(M * K for M, _, K in gemms) * (e + gemm_dtype.bytes), hbm)
+    gemm_flops = sum(2.0 * M * N * K for M, N, K in gemms)
+
+    core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)
+    dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
+    el_bytes = T_el * h * (2 * 2 * e + 2 * ((3 * e + 1) if dropout else 3 * e)) + act_bytes
+    if spec.position is PositionKind.ROPE:
+        el_bytes += 2 * T * (a_l + g_l) * d_qk * e
+    if attention is AttentionImpl.FLASH:
+        # causal: the masked half of the s² tiles is skipped; backward 2.5x forward
+        attn_fwd_s = 0.5 * core_flops / (peak * eta * eff.FLASH_ETA_REL) + eff.KERNEL_S
+        attn_bwd_s = 2.5 * attn_fwd_s
+        softmax_bytes = 0.0
+    else:
+        rows = b * a_l * s_q
+        attn_fwd_s = eff.gemm_time_s(rows, s, d_qk, e, peak, hbm, eta) + eff.gemm_time_s(rows, d_v, s, e, peak, hbm, eta)
+        softmax_bytes = T * a_l * s * ((4 * e + 1) if dropout else 2 * e)
+        attn_fwd_s += eff.mem_time_s(softmax_bytes, hbm)
+        attn_bwd_s = 2 * attn_fwd_s
+    el_fwd_s = eff.mem_time_s(el_bytes, hbm) + 8 * eff.KERNEL_S
+    fwd_s = gemm_fwd_s + attn_fwd_s + el_fwd_s
+    bwd_s = 2 * gemm_fwd_s + attn_bwd_s + 2 * el_fwd_s
+    fwd_flops = gemm_flops + core_flops
+    if recompute is Recompute.FULL:
+        recompute_s, recompute_flops = fwd_s, fwd_flops
+    elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
+        recompute_s, recompute_flops = attn_fwd_s, core_flops
+    else:
+        recompute_s, recompute_flops = 0.0, 0.0
+    return LayerCost(
+        fwd_s=fwd_s, bwd_s=bwd_s, recompute_s=recompute_s, gemm_fwd_s=gemm_fwd_s, attn_fwd_s=attn_fwd_s,
+        model_flops=3 * fwd_flops, recompute_flops=recompute_flops,
+    )
+
+
+@functools.lru_cache(maxsize=16384)
+def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Precision, device: Device) -> LayerCost:
+    """LM head GEMM (T, V/tp, h) plus vocab-parallel cross-entropy (fp32 logits: ~19 bytes per logit
+    over forward and backward) on the last stage."""
+    T = b * s // cp
+    gemm_dtype = precision.gemm_dtype
+    peak = device.flops(gemm_dtype)
+    eta = eff.gemm_eta_max(device.name, gemm_dtype)
+    V_l = spec.vocab // tp if spec.vocab >= tp else spec.vocab
+    g = eff.gemm_time_s(T, V_l, spec.hidden, gemm_dtype.bytes, peak, device.hbm_Bps, eta)
+    ce = eff.mem_time_s(19.0 * T * V_l, device.hbm_Bps)
+    flops = 2.0 * T * V_l * spec.hidden
+    return LayerCost(fwd_s=g + ce / 3, bwd_s=2 * g + 2 * ce / 3, recompute_s=0.0, gemm_fwd_s=g, attn_fwd_s=0.0,
+                     model_flops=3 * flops, recompute_flops=0.0)

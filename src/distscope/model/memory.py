@@ -1,0 +1,94 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations, workspace.
+
+Mixed-precision Adam (Rajbhandari et al. 2020, ZeRO §3): model weights in the training dtype
+(2 bytes), fp32 main gradients (Megatron's main_grad buffer, `grad_reduce_dtype`), fp32 master
+weights + Adam m and v (12 bytes). ZeRO-1 / distributed optimizer shard the 12 bytes over the
+data-parallel group, ZeRO-2 also the gradients, ZeRO-3 also the weights.
+
+Activations per layer per micro-batch follow Korthikanti et al. 2022 (Table 2), generalised to any
+dtype e, GQA, FFN width and activation kind (for e=2, MHA, f=4h this is exactly their
+sbh(10 + 24/t + 5as/(ht)) without SP, and sbh/t·(34 + 5as/h) with SP):
+  norm inputs 2e·T·h·r, QKV input e·T·h·r, Q,K e·T·(a_l+g_l)·d, V e·T·g_l·d, proj input e·T·a_l·d,
+  dropout masks T·h·r each (GPT style), FC1 input e·T·h·r, activation in/out e·T·f_l·(up+1),
+  unfused attention a_l·s·(2e+1) per token (softmax out, dropout mask, dropout out),
+  fused attention 4·a_l per token (fp32 log-sum-exp)
+with T = b·s/cp tokens, r = 1/t under sequence parallelism (else 1). Selective recompute drops the
+s² terms; full recompute keeps only the layer input e·T·h·r. Under FP8 Transformer Engine saves
+the FP8 cast of each GEMM input (1 byte) instead of the bf16 tensor. In-flight micro-batches: 1F1B holds
+min(pp, m) on stage 0, interleaving multiplies by (1 + (pp-1)/(pp·vp)), GPipe holds m.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from distscope.plan import AttentionImpl, Plan, Recompute, Schedule
+from distscope.workload.spec import FfnKind, ModelSpec
+
+WORKSPACE_BYTES = 2.0 * 2**30  # CUDA context, NCCL buffers, cuBLAS workspace, allocator slack
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Memory:
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    workspace_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes + self.workspace_bytes
+
+    def terms(self) -> dict[str, float]:
+        return {
+            "weights": self.weights_bytes, "grads": self.grads_bytes, "optimizer": self.optimizer_bytes,
+            "activations": self.activations_bytes, "workspace": self.workspace_bytes,
+        }
+
+    def biggest(self) -> str:
+        t = self.terms()
+        return max(t, key=lambda k: t[k])
+
+
+def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan) -> float:
+    e = plan.precision.activation_dtype.bytes
+    tp = plan.tp
+    T = b * s / plan.cp
+    r = 1.0 / tp if plan.sp else 1.0
+    h = spec.hidden
+    if plan.recompute is Recompute.FULL:
+        return e * T * h * r
+    gi = plan.precision.gemm_dtype.bytes  # bytes of a saved GEMM input
+    a_l = spec.heads / tp
+    g_l = max(spec.kv_heads // tp, 1)
+    d = spec.dhead
+    mask = 1.0 if spec.bias else 0.0
+    up = 2 if spec.ffn is FfnKind.SWIGLU else 1
+    if moe_layer:
+        assert spec.moe is not None
+        k = spec.moe.top_k
+        fe = spec.moe.expert_ffn_hidden / tp
+        ffn = gi * T * k * h + T * fe * (e * up + gi) * (k + spec.moe.shared_experts)
+    else:
+        ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
+    lin = T * h * r * (2 * e + 2 * gi + 2 * mask) + e * T * (a_l + 2 * g_l) * d + gi * T * a_l * d + ffn
+    if plan.attention is AttentionImpl.FLASH:
+        core = 4.0 * T * a_l
+    elif plan.recompute is Recompute.SELECTIVE:
+        core = 0.0
+    else:
+        core = T * a_l * s * ((2 * e + 1) if mask else e)
+    return lin + core
+
+
+def inflight_factor(plan: Plan, microbatches: int) -> float:
+    """Layer-activation sets held by stage 0, in units of (its layers × one micro-batch)."""
+    if plan.pp == 1:
+        return 1.0
+    if plan.schedule is Schedule.GPIPE:
+        return float(microbatches)
+    held = float(min(plan.pp, microbatches))
+    if plan.schedule is Schedule.INTERLEAVED:
+        held *= 1 + (plan.pp - 1) / (plan.pp * plan.vp)
+    return held

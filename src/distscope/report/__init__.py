@@ -1,0 +1,1 @@
+"""Rendering: rich tables for the terminal, JSON for machines."""

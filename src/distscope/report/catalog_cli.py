@@ -1,0 +1,48 @@
+"""`distscope models`, `distscope clusters`, `distscope devices`: what is built in."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from distscope.report.console import out
+
+
+def models_cmd() -> None:
+    """List the model catalog with parameter counts and shapes."""
+    from distscope.workload.catalog import get_model, model_names
+    from distscope.workload.params import active_params, total_params
+
+    t = Table(title="Model catalog (use the key with --model)")
+    for c in ("key", "params", "active", "layers", "hidden", "heads/kv", "ffn", "attention", "moe", "vocab"):
+        t.add_column(c)
+    for k in model_names():
+        s = get_model(k)
+        moe = "" if s.moe is None else f"{s.moe.experts}e top{s.moe.top_k}" + (f" +{s.moe.shared_experts}sh" if s.moe.shared_experts else "")
+        t.add_row(k, f"{total_params(s) / 1e9:.1f}B", f"{active_params(s) / 1e9:.1f}B", str(s.layers), str(s.hidden),
+                  f"{s.heads}/{s.kv_heads}", f"{s.ffn.value} {s.ffn_hidden}", s.attention.value, moe, str(s.vocab))
+    out.print(t)
+
+
+def clusters_cmd() -> None:
+    """List the cluster presets and the device catalog."""
+    from distscope.system.device import device_names, get_device
+    from distscope.system.presets import cluster_names, get_cluster
+
+    t = Table(title="Cluster presets (use with --cluster; scale with --gpus, override with --link)")
+    for col in ("key", "device", "levels (size x GB/s per GPU per dir, latency, efficiency)", "default gpus"):
+        t.add_column(col)
+    for k in cluster_names():
+        cl = get_cluster(k)
+        lv = "; ".join(f"{x.name} {x.size or '∞'}x{x.bw_GBps:g} {x.latency_s * 1e6:g}us η{x.efficiency:g}"
+                       + (" NVLS" if x.nvls_efficiency else "") for x in cl.levels)
+        t.add_row(k, cl.device.name, lv, str(cl.num_gpus))
+    out.print(t)
+    d = Table(title="Devices (dense peak TFLOP/s, HBM)")
+    for c in ("key", "fp32", "tf32", "fp16", "bf16", "fp8", "HBM GiB", "HBM GB/s"):
+        d.add_column(c)
+    for k in device_names():
+        dev = get_device(k)
+        peaks = dict(dev.peak_flops)
+        d.add_row(k, *[f"{peaks[x] / 1e12:g}" if peaks.get(x) else "—" for x in sorted(peaks, key=list(peaks).index)],
+                  f"{dev.hbm_bytes / 2**30:g}", f"{dev.hbm_Bps / 1e9:g}")
+    out.print(d)

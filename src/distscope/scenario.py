@@ -1,0 +1,118 @@
+"""Turn command-line values into the three config families (workload, system, plan), once.
+
+Shared by every command that takes a scenario (estimate, plan, trace generate). Strings become enums
+here; every error names the flag and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from distscope.dtypes import Precision
+from distscope.errors import DistscopeError
+from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule, derive_dp, parse_enum
+from distscope.system.presets import get_cluster
+from distscope.system.topology import Cluster
+from distscope.workload.catalog import get_model
+from distscope.workload.spec import ModelSpec
+from distscope.workload.training import TrainingShape
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog key (see `distscope models`) or a Hugging Face config.json path.")]
+ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Cluster preset (see `distscope clusters`).")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Total GPUs; the preset is scaled to this count.")]
+DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel degree (default: gpus / (tp*pp*cp)).")]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.")]
+PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.")]
+VpOpt = Annotated[int, typer.Option("--vp", help="Virtual pipeline chunks per stage (interleaving).")]
+CpOpt = Annotated[int, typer.Option("--cp", help="Context-parallel degree.")]
+EpOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE models).")]
+SpOpt = Annotated[bool, typer.Option("--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism.")]
+ZeroOpt = Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP full shard).")]
+DistOptOpt = Annotated[bool, typer.Option("--distributed-optimizer/--no-distributed-optimizer", help="Megatron distributed optimizer (optimizer state sharded over DP).")]
+MicroOpt = Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
+GlobalOpt = Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")]
+SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length in tokens.")]
+RecomputeOpt = Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")]
+RecomputeLayersOpt = Annotated[int, typer.Option("--recompute-layers", help="With --recompute full: layers per chunk recomputed (0 = all).")]
+ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b or interleaved-1f1b (default: interleaved-1f1b when vp > 1).")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp16, bf16 or fp8 (FP8 GEMMs, bf16 elsewhere).")]
+OverlapOpt = Annotated[str, typer.Option("--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, or none.")]
+AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (fused) or unfused.")]
+StageLayersOpt = Annotated[str | None, typer.Option("--stage-layers", help="Explicit layers per pipeline chunk, comma list of pp*vp numbers.")]
+LinkOpt = Annotated[str | None, typer.Option("--link", help="Override level bandwidths in GB/s per GPU per direction, e.g. nvlink=300,ib=25.")]
+
+
+def parse_overlap(value: str) -> frozenset[Dim]:
+    items = [x.strip().lower() for x in value.split(",") if x.strip()]
+    if items in ([], ["none"]):
+        return frozenset()
+    out = set()
+    for x in items:
+        if x not in ("dp", "tp", "pp"):
+            raise DistscopeError(f"--overlap={value!r}: {x!r} is not one of dp, tp, pp, none")
+        out.add(Dim(x))
+    return frozenset(out)
+
+
+def parse_int_list(value: str, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise DistscopeError(f"{flag}={value!r} must be a comma list of integers") from None
+
+
+def parse_links(value: str | None) -> dict[str, float]:
+    if not value:
+        return {}
+    out: dict[str, float] = {}
+    for item in value.split(","):
+        name, _, bw = item.partition("=")
+        try:
+            out[name.strip()] = float(bw)
+        except ValueError:
+            raise DistscopeError(f"--link={value!r}: {item!r} must look like name=GBps") from None
+        if out[name.strip()] <= 0:
+            raise DistscopeError(f"--link={value!r}: bandwidth of {name.strip()} must be > 0")
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Scenario:
+    spec: ModelSpec
+    shape: TrainingShape
+    cluster: Cluster
+    plan: Plan
+
+
+def build_cluster(cluster: str, gpus: int, link: str | None = None) -> Cluster:
+    c = get_cluster(cluster, gpus)
+    links = parse_links(link)
+    return c.with_bandwidths(links) if links else c
+
+
+def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: int, pp: int, vp: int, cp: int,
+                   ep: int, sequence_parallel: bool, zero: int, distributed_optimizer: bool, micro_batch: int,
+                   global_batch: int, seq: int, recompute: str, recompute_layers: int, schedule: str | None,
+                   precision: str, overlap: str, attention: str, stage_layers: str | None,
+                   link: str | None) -> Scenario:
+    spec = get_model(model)
+    c = build_cluster(cluster, gpus, link)
+    shape = TrainingShape(seq_len=seq, global_batch=global_batch)
+    sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B
+    if schedule is not None:
+        sched = parse_enum(Schedule, schedule, "--schedule")  # type: ignore[assignment]
+    plan = Plan(
+        dp=dp if dp is not None else derive_dp(gpus, tp, pp, cp), tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
+        sequence_parallel=sequence_parallel, zero_stage=zero, distributed_optimizer=distributed_optimizer,
+        micro_batch=micro_batch, recompute=parse_enum(Recompute, recompute, "--recompute"),  # type: ignore[arg-type]
+        recompute_layers=recompute_layers, schedule=sched,
+        precision=Precision.parse(precision, "--precision"), overlap=parse_overlap(overlap),
+        attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
+        stage_layers=parse_int_list(stage_layers, "--stage-layers") if stage_layers else (),
+    )
+    plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
+               experts=spec.moe.experts if spec.moe else 0, seq_len=seq, global_batch=global_batch, num_gpus=gpus)
+    return Scenario(spec=spec, shape=shape, cluster=c, plan=plan)

@@ -1,0 +1,58 @@
+"""Accelerator devices: peak dense FLOP/s per dtype, HBM capacity and bandwidth (data/devices.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+from distscope.dtypes import DType
+from distscope.errors import DistscopeError, closest
+
+GiB = 2**30
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Device:
+    name: str
+    peak_flops: tuple[tuple[DType, float], ...]  # dense FLOP/s per dtype; 0 = unsupported
+    hbm_bytes: float
+    hbm_Bps: float
+    source: str = ""
+
+    def flops(self, dtype: DType) -> float:
+        peak = dict(self.peak_flops).get(dtype, 0.0)
+        if peak <= 0:
+            supported = [d.value for d, v in self.peak_flops if v > 0]
+            raise DistscopeError(f"device {self.name} has no {dtype.value} peak; supported: {', '.join(supported)}")
+        return peak
+
+
+def device_from_dict(name: str, d: dict[str, Any]) -> Device:
+    return Device(
+        name=name,
+        peak_flops=tuple((DType(k), float(v) * 1e12) for k, v in d["tflops"].items()),
+        hbm_bytes=float(d["hbm_GiB"]) * GiB,
+        hbm_Bps=float(d["hbm_GBps"]) * 1e9,
+        source=d.get("source", ""),
+    )
+
+
+@functools.cache
+def _devices() -> dict[str, Device]:
+    raw = json.loads(resources.files("distscope.system").joinpath("data/devices.json").read_text())
+    return {k: device_from_dict(k, v) for k, v in raw.items() if not k.startswith("_")}
+
+
+def device_names() -> list[str]:
+    return list(_devices())
+
+
+def get_device(name: str) -> Device:
+    key = name.strip().lower()
+    try:
+        return _devices()[key]
+    except KeyError:
+        raise DistscopeError(f"gpu={name!r} is not a known device{closest(key, _devices())}") from None

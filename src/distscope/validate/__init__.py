@@ -1,0 +1,1 @@
+"""Validation against published runs (shared/validation/README.md CSV contract)."""

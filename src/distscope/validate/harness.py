@@ -1,0 +1,133 @@
+"""`distscope validate`: predict every row of a published-runs CSV and compare with its measurement.
+
+`auto` cells are resolved by the tool: every combination of the auto fields is estimated and the
+fastest plan that fits in memory wins (micro-batch over the divisors of global_batch/dp up to
+MAX_AUTO_MICRO_BATCH). A malformed row is reported with its run_id and column; the others still run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from distscope.errors import DistscopeError
+from distscope.model import Estimate, estimate
+from distscope.model.stages import balanced_chunks
+from distscope.plan import Plan, Recompute, Schedule
+from distscope.validate.cluster_from_row import cluster_for
+from distscope.validate.rows import Row, parse_row, read_rows
+from distscope.workload.training import TrainingShape
+
+MAX_AUTO_MICRO_BATCH = 16
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RowResult:
+    run_id: str
+    measured_step_time_s: float
+    predicted_step_time_s: float | None = None
+    plan: Plan | None = None
+    estimate: Estimate | None = None
+    error: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted_step_time_s is None:
+            return None
+        return 100.0 * (self.predicted_step_time_s - self.measured_step_time_s) / self.measured_step_time_s
+
+
+def candidate_plans(row: Row) -> Iterator[Plan]:
+    split = balanced_chunks(row.spec.layers, row.pp, row.vp)
+    m_total = row.global_batch // row.dp if row.global_batch % row.dp == 0 else 0
+    mbs = [row.micro_batch] if row.micro_batch is not None else [
+        d for d in range(1, min(MAX_AUTO_MICRO_BATCH, max(m_total, 1)) + 1) if m_total % d == 0]
+    sps = [row.sequence_parallel] if row.sequence_parallel is not None else ([False, True] if row.tp > 1 else [False])
+    dos = [row.distributed_optimizer] if row.distributed_optimizer is not None else [False, True]
+    ovs = [row.overlap] if row.overlap is not None else [row.overlap_capable]
+    if row.recompute is not None:
+        rcs: list[tuple[Recompute, int]] = [(row.recompute, 0)]
+    else:
+        chunk = max(split) if split else row.spec.layers // (row.pp * row.vp)
+        rcs = [(Recompute.NONE, 0), (Recompute.SELECTIVE, 0), (Recompute.FULL, 0)]
+        rcs += [(Recompute.FULL, k) for k in range(1, chunk)]  # Megatron block recompute of k layers per chunk
+    schedule = Schedule.INTERLEAVED if row.vp > 1 else Schedule.ONE_F_ONE_B
+    for mb, sp, do, ov, (rc, rk) in itertools.product(mbs, sps, dos, ovs, rcs):
+        yield Plan(
+            dp=row.dp, tp=row.tp, pp=row.pp, vp=row.vp, cp=row.cp, ep=row.ep, sequence_parallel=bool(sp),
+            zero_stage=row.zero_stage, distributed_optimizer=bool(do), micro_batch=mb, recompute=rc, recompute_layers=rk,
+            schedule=schedule, precision=row.precision, overlap=ov, attention=row.attention, stage_layers=split,
+        )
+
+
+def predict_row(row: Row) -> RowResult:
+    cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
+    shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
+    best: tuple[Estimate, Plan] | None = None
+    fallback: tuple[Estimate, Plan] | None = None
+    last_err = ""
+    experts = row.spec.moe.experts if row.spec.moe else 0
+    for plan in candidate_plans(row):
+        try:
+            plan.check(layers=row.spec.layers, heads=row.spec.heads, kv_heads=row.spec.kv_heads, experts=experts,
+                       seq_len=row.seq_len, global_batch=row.global_batch, num_gpus=row.num_gpus)
+        except DistscopeError as exc:
+            last_err = str(exc)
+            continue
+        est = estimate(row.spec, shape, cluster, plan)
+        if est.feasible and (best is None or est.step_time_s < best[0].step_time_s):
+            best = (est, plan)
+        if fallback is None or est.memory.total_bytes < fallback[0].memory.total_bytes:
+            fallback = (est, plan)
+    if best is None:
+        if fallback is None:
+            return RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                             error=f"run_id={row.run_id}: no valid plan: {last_err}")
+        est, plan = fallback
+        return RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                         predicted_step_time_s=est.step_time_s, plan=plan, estimate=est,
+                         error=f"run_id={row.run_id}: does not fit in memory ({est.infeasible_reason})")
+    est, plan = best
+    return RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                     predicted_step_time_s=est.step_time_s, plan=plan, estimate=est)
+
+
+def validate_file(path: str | Path) -> list[RowResult]:
+    results: list[RowResult] = []
+    for line, raw in read_rows(path):
+        try:
+            row = parse_row(raw, line)
+        except DistscopeError as exc:
+            measured = raw.get("measured_step_time_s") or ""
+            try:
+                m = float(measured)
+            except ValueError:
+                m = float("nan")
+            results.append(RowResult(run_id=(raw.get("run_id") or f"line{line}").strip(),
+                                     measured_step_time_s=m, error=str(exc)))
+            continue
+        try:
+            results.append(predict_row(row))
+        except DistscopeError as exc:  # e.g. a GPU count the row's topology cannot hold
+            results.append(RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                                     error=f"run_id={row.run_id}: {exc}"))
+    return results
+
+
+def summary(results: list[RowResult]) -> dict[str, Any]:
+    errs = [abs(r.error_pct) for r in results if r.error_pct is not None]
+    return {
+        "rows": [
+            {"run_id": r.run_id, "predicted_step_time_s": r.predicted_step_time_s,
+             "measured_step_time_s": r.measured_step_time_s, "error_pct": r.error_pct,
+             **({"problem": r.error} if r.error else {})}
+            for r in results
+        ],
+        "mape_pct": sum(errs) / len(errs) if errs else None,
+        "max_ape_pct": max(errs) if errs else None,
+        "predicted_rows": len(errs),
+        "failed_rows": sum(1 for r in results if r.predicted_step_time_s is None),
+    }

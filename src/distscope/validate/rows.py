@@ -1,0 +1,214 @@
+"""Read the published-runs CSV contract (shared/validation/README.md) into typed rows.
+
+A cell may hold `auto` for micro_batch, sequence_parallel, distributed_optimizer, overlap and
+recompute: those become `None` here and the harness picks the best feasible value. A bad cell raises
+a one-line DistscopeError naming the run_id and the column; the harness reports it and goes on.
+
+What a run's software could do is inferred from `framework` (FRAMEWORK_CAPABILITIES): the attention
+kernel, and which communication an `auto` overlap may hide. Megatron-Core, NeMo, Megatron-Bridge and
+torchtitan use fused (flash/cuDNN) attention and overlap DP, TP and PP communication; Megatron-LM of
+2020-2022 used the unfused scaled-masked-softmax path; its 2020 release reduced gradients with an
+overlapping DDP (apex/torch), the 2021 PTD-P release with its local DDP after the backward pass;
+DeepSpeed ZeRO-3 prefetches parameters (DP overlap). An optional
+`attention` column (flash|unfused) overrides the kernel.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+from distscope.dtypes import Precision
+from distscope.errors import DistscopeError
+from distscope.plan import AttentionImpl, Dim, Recompute
+from distscope.workload.spec import FfnKind, ModelSpec, NormKind, PositionKind
+
+REQUIRED = (
+    "run_id", "arch", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "vocab", "seq_len",
+    "global_batch", "micro_batch", "tp", "pp", "vp", "dp", "cp", "ep", "sequence_parallel", "zero_stage",
+    "distributed_optimizer", "overlap", "recompute", "precision", "gpu", "num_gpus", "gpus_per_node",
+    "intra_node_GBps", "inter_node_GBps_per_gpu", "measured_step_time_s",
+)
+_ALL = frozenset({Dim.DP, Dim.TP, Dim.PP})
+FRAMEWORK_CAPABILITIES: tuple[tuple[str, AttentionImpl, frozenset[Dim]], ...] = (
+    ("megatron-core", AttentionImpl.FLASH, _ALL),
+    ("megatron-bridge", AttentionImpl.FLASH, _ALL),
+    ("nemo", AttentionImpl.FLASH, _ALL),
+    ("torchtitan", AttentionImpl.FLASH, _ALL),
+    ("deepspeed", AttentionImpl.UNFUSED, frozenset({Dim.DP})),
+    ("megatron-lm (2020)", AttentionImpl.UNFUSED, frozenset({Dim.DP})),
+    ("megatron-lm", AttentionImpl.UNFUSED, frozenset()),
+)
+
+
+def capabilities(framework: str) -> tuple[AttentionImpl, frozenset[Dim]]:
+    fw = framework.lower()
+    for key, attn, overlap in FRAMEWORK_CAPABILITIES:
+        if key in fw:
+            return attn, overlap
+    return AttentionImpl.FLASH, _ALL  # unknown: a current framework
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row:
+    run_id: str
+    spec: ModelSpec
+    seq_len: int
+    global_batch: int
+    micro_batch: int | None
+    tp: int
+    pp: int
+    vp: int
+    dp: int
+    cp: int
+    ep: int
+    sequence_parallel: bool | None
+    zero_stage: int
+    distributed_optimizer: bool | None
+    overlap: frozenset[Dim] | None
+    recompute: Recompute | None
+    precision: Precision
+    attention: AttentionImpl
+    overlap_capable: frozenset[Dim]
+    gpu: str
+    num_gpus: int
+    gpus_per_node: int
+    intra_node_GBps: float
+    inter_node_GBps_per_gpu: float
+    measured_step_time_s: float
+
+
+class _Cells:
+    def __init__(self, row: dict[str, str], rid: str) -> None:
+        self.row, self.rid = row, rid
+
+    def fail(self, col: str, why: str) -> DistscopeError:
+        return DistscopeError(f"run_id={self.rid}: column {col}={self.row.get(col)!r} {why}")
+
+    def raw(self, col: str) -> str:
+        v = self.row.get(col)
+        if v is None or v.strip() == "":
+            raise self.fail(col, "is empty")
+        return v.strip()
+
+    def auto(self, col: str) -> bool:
+        return self.raw(col).lower() == "auto"
+
+    def int(self, col: str, lo: int = 1) -> int:
+        try:
+            v = int(float(self.raw(col)))
+        except ValueError:
+            raise self.fail(col, "is not an integer") from None
+        if v < lo or float(self.raw(col)) != v:
+            raise self.fail(col, f"must be an integer >= {lo}")
+        return v
+
+    def float(self, col: str) -> float:
+        try:
+            v = float(self.raw(col))
+        except ValueError:
+            raise self.fail(col, "is not a number") from None
+        if not v > 0:
+            raise self.fail(col, "must be > 0")
+        return v
+
+    def flag(self, col: str) -> bool | None:
+        if self.auto(col):
+            return None
+        v = self.raw(col)
+        if v not in ("0", "1"):
+            raise self.fail(col, "must be 0, 1 or auto")
+        return v == "1"
+
+
+def _spec(c: _Cells) -> ModelSpec:
+    arch = c.raw("arch").lower()
+    ffn_raw = c.raw("ffn_act").lower()
+    try:
+        ffn = FfnKind(ffn_raw)
+    except ValueError:
+        raise c.fail("ffn_act", "must be gelu, swiglu or relu2") from None
+    styles = {
+        "gpt": dict(position=PositionKind.LEARNED, norm=NormKind.LAYERNORM, bias=True, tied_embeddings=True),
+        "bloom": dict(position=PositionKind.ALIBI, norm=NormKind.LAYERNORM, bias=True, tied_embeddings=True,
+                      embedding_norm=True),
+        "llama": dict(position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False, tied_embeddings=False),
+        "nemotron": dict(position=PositionKind.ROPE, norm=NormKind.LAYERNORM, bias=False, tied_embeddings=False),
+    }
+    if arch not in styles:
+        raise c.fail("arch", f"must be one of {', '.join(styles)}")
+    seq = c.int("seq_len")
+    try:
+        return ModelSpec(
+            name=c.row.get("model") or c.rid, layers=c.int("layers"), hidden=c.int("hidden"), heads=c.int("heads"),
+            kv_heads=c.int("kv_heads"), ffn_hidden=c.int("ffn_hidden"), vocab=c.int("vocab"), ffn=ffn,
+            max_positions=seq, **styles[arch],  # type: ignore[arg-type]
+        )
+    except DistscopeError as exc:
+        raise DistscopeError(f"run_id={c.rid}: {exc}") from None
+
+
+def parse_row(row: dict[str, str], line: int) -> Row:
+    rid = (row.get("run_id") or "").strip() or f"line{line}"
+    c = _Cells(row, rid)
+    for col in REQUIRED:
+        if col not in row:
+            raise DistscopeError(f"run_id={rid}: column {col} is missing")
+    overlap: frozenset[Dim] | None = None
+    if not c.auto("overlap"):
+        items = [x.strip().lower() for x in c.raw("overlap").split(",") if x.strip()]
+        if items != ["none"]:
+            try:
+                overlap = frozenset(Dim(x) for x in items)
+            except ValueError:
+                raise c.fail("overlap", "must be a comma list of dp, tp, pp, or none, or auto") from None
+        else:
+            overlap = frozenset()
+    recompute = None
+    if not c.auto("recompute"):
+        try:
+            recompute = Recompute(c.raw("recompute").lower())
+        except ValueError:
+            raise c.fail("recompute", "must be none, selective, full or auto") from None
+    try:
+        precision = Precision(c.raw("precision").lower())
+    except ValueError:
+        raise c.fail("precision", "must be fp16, bf16 or fp8") from None
+    attention, overlap_capable = capabilities(row.get("framework") or "")
+    attn_cell = (row.get("attention") or "").strip().lower()
+    if attn_cell:
+        try:
+            attention = AttentionImpl(attn_cell)
+        except ValueError:
+            raise c.fail("attention", "must be flash or unfused") from None
+    zero = c.int("zero_stage", lo=0)
+    if zero > 3:
+        raise c.fail("zero_stage", "must be 0, 1, 2 or 3")
+    return Row(
+        run_id=rid, spec=_spec(c), seq_len=c.int("seq_len"), global_batch=c.int("global_batch"),
+        micro_batch=None if c.auto("micro_batch") else c.int("micro_batch"),
+        tp=c.int("tp"), pp=c.int("pp"), vp=c.int("vp"), dp=c.int("dp"), cp=c.int("cp"), ep=c.int("ep"),
+        sequence_parallel=c.flag("sequence_parallel"), zero_stage=zero,
+        distributed_optimizer=c.flag("distributed_optimizer"), overlap=overlap, recompute=recompute,
+        precision=precision, attention=attention, overlap_capable=overlap_capable, gpu=c.raw("gpu").lower(), num_gpus=c.int("num_gpus"),
+        gpus_per_node=c.int("gpus_per_node"), intra_node_GBps=c.float("intra_node_GBps"),
+        inter_node_GBps_per_gpu=c.float("inter_node_GBps_per_gpu"),
+        measured_step_time_s=c.float("measured_step_time_s"),
+    )
+
+
+def read_rows(path: str | Path) -> list[tuple[int, dict[str, str]]]:
+    """Raw rows with their line numbers; a file that is not a readable CSV is one clear error."""
+    p = Path(path)
+    try:
+        with p.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None:
+                raise DistscopeError(f"{path}: empty CSV")
+            missing = [c for c in REQUIRED if c not in reader.fieldnames]
+            if missing:
+                raise DistscopeError(f"{path}: missing columns {', '.join(missing)}")
+            return [(i + 2, r) for i, r in enumerate(reader)]
+    except OSError as exc:
+        raise DistscopeError(f"{path}: cannot read ({exc.strerror})") from None

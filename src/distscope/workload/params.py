@@ -1,0 +1,86 @@
+"""Parameter counts, derived from the shapes of each weight matrix.
+
+Per layer (h hidden, d head dim, a heads, g kv heads, f FFN hidden):
+  attention  q: h·a·d,  k and v: 2·h·g·d,  out: a·d·h            (+ biases a·d + 2·g·d + h)
+  MLA        h·q_r + q_r·a·(d_nope+d_rope) + h·(kv_r+d_rope) + kv_r·a·(d_nope+d_v) + a·d_v·h + norms
+  FFN        2·h·f (GELU, squared ReLU) or 3·h·f (SwiGLU)         (+ biases)
+  norms      2 per layer, 2h (LayerNorm) or h (RMSNorm)
+Embedding V·h, learned positions P·h, LM head V·h unless tied, final norm.
+For GPT this reproduces Narayanan et al. 2021, eq. 2: P = 12lh²(1 + 13/(12h) + (V+s)/(12lh)).
+"""
+
+from __future__ import annotations
+
+from distscope.workload.spec import FfnKind, ModelSpec, NormKind
+
+
+def norm_params(spec: ModelSpec) -> int:
+    return 2 * spec.hidden if spec.norm is NormKind.LAYERNORM and spec.bias else spec.hidden
+
+
+def attention_params(spec: ModelSpec) -> int:
+    h, a, g, d = spec.hidden, spec.heads, spec.kv_heads, spec.dhead
+    if spec.mla is not None:
+        m = spec.mla
+        return (
+            h * m.q_lora_rank
+            + m.q_lora_rank  # q_a RMSNorm
+            + m.q_lora_rank * a * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+            + h * (m.kv_lora_rank + m.qk_rope_head_dim)
+            + m.kv_lora_rank  # kv_a RMSNorm
+            + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+            + a * m.v_head_dim * h
+        )
+    weights = h * a * d + 2 * h * g * d + a * d * h
+    biases = (a * d + 2 * g * d + h) if spec.bias else 0
+    return weights + biases
+
+
+def ffn_params(spec: ModelSpec, ffn_hidden: int) -> int:
+    h, f = spec.hidden, ffn_hidden
+    weights = spec.ffn.gemms * h * f
+    biases = ((2 if spec.ffn is FfnKind.SWIGLU else 1) * f + h) if spec.bias else 0
+    return weights + biases
+
+
+def expert_params_per_moe_layer(spec: ModelSpec) -> int:
+    """Routed-expert weights of one MoE layer (sharded by expert parallelism)."""
+    assert spec.moe is not None
+    return spec.moe.experts * ffn_params(spec, spec.moe.expert_ffn_hidden)
+
+
+def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
+    """Weights of one layer that every expert-parallel rank holds (attention, norms, router, shared)."""
+    common = attention_params(spec) + 2 * norm_params(spec)
+    if not moe_layer:
+        return common + ffn_params(spec, spec.ffn_hidden)
+    assert spec.moe is not None
+    shared = spec.moe.shared_experts * ffn_params(spec, spec.moe.expert_ffn_hidden)
+    router = spec.hidden * spec.moe.experts
+    return common + shared + router
+
+
+def embedding_params(spec: ModelSpec) -> int:
+    pos = spec.max_positions * spec.hidden if spec.max_positions and spec.position.value == "learned" else 0
+    emb_norm = norm_params(spec) if spec.embedding_norm else 0
+    return spec.vocab * spec.hidden + pos + emb_norm
+
+
+def head_params(spec: ModelSpec) -> int:
+    """Final norm plus the LM head (zero extra when tied to the embedding)."""
+    return norm_params(spec) + (0 if spec.tied_embeddings else spec.vocab * spec.hidden)
+
+
+def total_params(spec: ModelSpec) -> int:
+    layers = spec.dense_layers * dense_params_per_layer(spec, moe_layer=False)
+    if spec.moe is not None:
+        layers += spec.moe_layers * (dense_params_per_layer(spec, True) + expert_params_per_moe_layer(spec))
+    return layers + embedding_params(spec) + head_params(spec)
+
+
+def active_params(spec: ModelSpec) -> int:
+    """Parameters touched per token: routed experts count top_k of `experts`."""
+    if spec.moe is None:
+        return total_params(spec)
+    routed = spec.moe.top_k * ffn_params(spec, spec.moe.expert_ffn_hidden)
+    return total_params(spec) - spec.moe_layers * (expert_params_per_moe_layer(spec) - routed)

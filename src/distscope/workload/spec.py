@@ -1,0 +1,128 @@
+"""Model architecture specs: transformer dims, attention kind, FFN kind, MoE shape.
+
+A `ModelSpec` is pure architecture. Training shape (sequence, batch, precision) lives in `TrainingShape`
+(workload/training.py); parallelization lives in `Plan` (plan.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from distscope.errors import DistscopeError
+
+
+class AttentionKind(enum.Enum):
+    MHA = "mha"  # kv_heads == heads
+    GQA = "gqa"  # 1 < kv_heads < heads
+    MQA = "mqa"  # kv_heads == 1
+    MLA = "mla"  # DeepSeek multi-head latent attention (low-rank q and kv)
+
+
+class FfnKind(enum.Enum):
+    GELU = "gelu"  # two GEMMs: h -> f -> h
+    SWIGLU = "swiglu"  # three GEMMs: gate and up h -> f, down f -> h
+    RELU2 = "relu2"  # squared ReLU, two GEMMs (Nemotron-4)
+
+    @property
+    def gemms(self) -> int:
+        return 3 if self is FfnKind.SWIGLU else 2
+
+
+class PositionKind(enum.Enum):
+    LEARNED = "learned"  # absolute position table of max_positions x hidden (GPT-2/3)
+    ROPE = "rope"
+    ALIBI = "alibi"
+
+
+class NormKind(enum.Enum):
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MoESpec:
+    """Mixture-of-experts FFN shape (Mixtral, DeepSeek-V3).
+
+    `dense_layers` leading layers keep a dense FFN of the model's ffn_hidden (DeepSeek-V3: 3).
+    """
+
+    experts: int
+    top_k: int
+    expert_ffn_hidden: int
+    shared_experts: int = 0
+    dense_layers: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.top_k <= self.experts:
+            raise DistscopeError(f"moe.top_k={self.top_k} must be in 1..experts={self.experts}")
+        if self.expert_ffn_hidden < 1 or self.shared_experts < 0 or self.dense_layers < 0:
+            raise DistscopeError(f"moe spec has a negative or zero size: {self}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MLASpec:
+    """DeepSeek-V2/V3 multi-head latent attention ranks (DeepSeek-V3 report, Sec. 2.1.1)."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    vocab: int
+    ffn: FfnKind
+    position: PositionKind = PositionKind.ROPE
+    norm: NormKind = NormKind.RMSNORM
+    bias: bool = False  # linear-layer biases (GPT-2/3, BLOOM have them; Llama does not)
+    tied_embeddings: bool = False
+    embedding_norm: bool = False  # BLOOM's LayerNorm right after the word embedding
+    max_positions: int = 0  # learned-position table size
+    head_dim: int = 0  # 0 means hidden // heads
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    official_params: float = 0.0  # published total parameter count, for tests
+    official_params_precision: float = 0.0  # the published figure's rounding unit (e.g. 0.1e9 for "1.7B")
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
+            if getattr(self, f) < 1:
+                raise DistscopeError(f"model {self.name}: {f}={getattr(self, f)} must be >= 1")
+        if self.heads % self.kv_heads:
+            raise DistscopeError(
+                f"model {self.name}: heads={self.heads} not divisible by kv_heads={self.kv_heads}"
+            )
+        if self.head_dim == 0 and self.hidden % self.heads:
+            raise DistscopeError(f"model {self.name}: hidden={self.hidden} not divisible by heads={self.heads}")
+        if self.position is PositionKind.LEARNED and self.max_positions < 1:
+            raise DistscopeError(f"model {self.name}: learned positions need max_positions >= 1")
+
+    @property
+    def attention(self) -> AttentionKind:
+        if self.mla is not None:
+            return AttentionKind.MLA
+        if self.kv_heads == self.heads:
+            return AttentionKind.MHA
+        return AttentionKind.MQA if self.kv_heads == 1 else AttentionKind.GQA
+
+    @property
+    def dhead(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def moe_layers(self) -> int:
+        return 0 if self.moe is None else self.layers - self.moe.dense_layers
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - self.moe_layers
