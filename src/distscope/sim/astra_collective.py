@@ -58,9 +58,7 @@ class DimSpan:
     stride: int = 1
 
 
-def message_s(
-    dim: NetworkDim, nbytes: float, hops: int, endpoint_delay_s: float, store_and_forward: bool
-) -> float:
+def message_s(dim: NetworkDim, nbytes: float, hops: int, endpoint_delay_s: float, store_and_forward: bool) -> float:
     """One message: hops*latency + bytes/bw + endpoint delay (store-and-forward: every hop serialises)."""
     wire = nbytes / dim.bandwidth_Bps
     if store_and_forward:
@@ -113,11 +111,7 @@ def phase_s(
 
     if algo is CollAlgo.DIRECT:
         # The n-1 messages of a round leave together; a ring dimension pays its farthest peer's hops.
-        hops = (
-            max(dim.hops(span.stride * d) for d in range(1, n))
-            if dim.topology is DimTopology.RING
-            else dim.hops(1)
-        )
+        hops = max(dim.hops(span.stride * d) for d in range(1, n)) if dim.topology is DimTopology.RING else dim.hops(1)
         if op == PhaseOp.ALL_GATHER:
             return message_s(dim, data_bytes, hops, e, store_and_forward)
         msg = data_bytes / n

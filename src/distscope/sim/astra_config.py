@@ -105,13 +105,9 @@ class SystemConfig:
 
     def __post_init__(self) -> None:
         if self.preferred_dataset_splits < 1:
-            raise DistscopeError(
-                f"system: preferred-dataset-splits={self.preferred_dataset_splits} must be >= 1"
-            )
+            raise DistscopeError(f"system: preferred-dataset-splits={self.preferred_dataset_splits} must be >= 1")
         if self.active_chunks_per_dimension < 1:
-            raise DistscopeError(
-                f"system: active-chunks-per-dimension={self.active_chunks_per_dimension} must be >= 1"
-            )
+            raise DistscopeError(f"system: active-chunks-per-dimension={self.active_chunks_per_dimension} must be >= 1")
         if self.endpoint_delay_s < 0:
             raise DistscopeError(f"system: endpoint-delay={self.endpoint_delay_s * 1e9} must be >= 0")
 
@@ -121,9 +117,7 @@ def _enum(cls: type[enum.Enum], value: object, field: str, where: str) -> enum.E
         if member.value == value or (isinstance(value, str) and member.value.lower() == value.lower()):
             return member
     choices = [m.value for m in cls]
-    raise DistscopeError(
-        f"{where}: field {field}={value!r} is not one of {choices}{closest(str(value), choices)}"
-    )
+    raise DistscopeError(f"{where}: field {field}={value!r} is not one of {choices}{closest(str(value), choices)}")
 
 
 def _list(raw: dict, key: str, where: str) -> list:
@@ -158,9 +152,7 @@ def read_network(path: str | Path) -> NetworkConfig:
         kind = _enum(DimTopology, t, f"topology[{i}]", where)
         assert isinstance(kind, DimTopology)
         dims.append(
-            NetworkDim(
-                topology=kind, npus_count=int(n), bandwidth_Bps=float(b) * GIB, latency_s=float(lt) * 1e-9
-            )
+            NetworkDim(topology=kind, npus_count=int(n), bandwidth_Bps=float(b) * GIB, latency_s=float(lt) * 1e-9)
         )
     return NetworkConfig(dims=tuple(dims))
 
@@ -188,9 +180,7 @@ def read_system(path: str | Path, ndims: int) -> SystemConfig:
         raise DistscopeError(f"{where}: not JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(raw, dict):
         raise DistscopeError(f"{where}: expected a JSON object")
-    opt = _enum(
-        CollOptimization, raw.get("collective-optimization", "baseline"), "collective-optimization", where
-    )
+    opt = _enum(CollOptimization, raw.get("collective-optimization", "baseline"), "collective-optimization", where)
     assert isinstance(opt, CollOptimization)
     return SystemConfig(
         preferred_dataset_splits=int(raw.get("preferred-dataset-splits", 1)),

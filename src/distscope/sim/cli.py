@@ -36,9 +36,7 @@ def _resolve_prefix(target: str) -> str:
 
 def simulate(
     target: Annotated[str, typer.Argument(help="Trace directory, or PREFIX of PREFIX.<rank>.et files.")],
-    network: Annotated[
-        Path | None, typer.Option("--network", help="ASTRA-sim analytical network .yml.")
-    ] = None,
+    network: Annotated[Path | None, typer.Option("--network", help="ASTRA-sim analytical network .yml.")] = None,
     system: Annotated[Path | None, typer.Option("--system", help="ASTRA-sim system .json.")] = None,
     network_mode: Annotated[
         str,
@@ -50,9 +48,7 @@ def simulate(
     ] = "unaware",
     symmetry: Annotated[
         bool,
-        typer.Option(
-            "--symmetry/--no-symmetry", help="Simulate one representative per class of equivalent ranks."
-        ),
+        typer.Option("--symmetry/--no-symmetry", help="Simulate one representative per class of equivalent ranks."),
     ] = True,
     comm_streams: Annotated[
         str,
@@ -65,9 +61,7 @@ def simulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
-        typer.Option(
-            "--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."
-        ),
+        typer.Option("--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."),
     ] = None,
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
@@ -101,8 +95,7 @@ def simulate(
             traces = read_traces(_resolve_prefix(target))
     if traces.num_ranks != net.num_npus:
         raise DistscopeError(
-            f"traces {target!r} have {traces.num_ranks} ranks but network {str(network)!r} "
-            f"has {net.num_npus} NPUs"
+            f"traces {target!r} have {traces.num_ranks} ranks but network {str(network)!r} has {net.num_npus} NPUs"
         )
     model = AstraNetwork(net, sysc, mode)
     device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)

@@ -33,7 +33,7 @@ class NetworkModel(Protocol):
     @property
     def num_npus(self) -> int: ...
 
-    def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...]) -> float: ...
+    def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float: ...
 
     def p2p_s(self, src: int, dst: int, size_bytes: int) -> float: ...
 
@@ -81,7 +81,8 @@ class AstraNetwork:
             return (DimSpan(dim=spans[-1].dim, size=len(members), stride=1),)
         return tuple(spans)
 
-    def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...]) -> float:
+    def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float:
+        del pg_name  # ASTRA-sim prices a group by its shape only
         key = (kind, size_bytes, members)
         t = self._coll_cache.get(key)
         if t is None:

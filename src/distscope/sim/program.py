@@ -73,13 +73,10 @@ def _kname(node: Node) -> str | None:
     return node.comm_kind.value if node.comm_kind else None
 
 
-def _check_acyclic(graph: RankGraph) -> None:
-    index = {n.id: i for i, n in enumerate(graph.nodes)}
-    indeg = [len(n.deps) for n in graph.nodes]
-    children: list[list[int]] = [[] for _ in graph.nodes]
-    for i, n in enumerate(graph.nodes):
-        for d in n.deps:
-            children[index[d]].append(i)
+def _check_acyclic(rp: RankProgram) -> None:
+    """Kahn's algorithm on a compiled rank (ranks folded into it by symmetry have its very graph)."""
+    indeg = list(rp.indeg)
+    children = rp.children
     stack = [i for i, k in enumerate(indeg) if k == 0]
     seen = 0
     while stack:
@@ -89,9 +86,11 @@ def _check_acyclic(graph: RankGraph) -> None:
             indeg[c] -= 1
             if indeg[c] == 0:
                 stack.append(c)
-    if seen != len(graph.nodes):
-        stuck = next(n for i, n in enumerate(graph.nodes) if indeg[i] > 0)
-        raise DistscopeError(f"{_where(graph.rank, stuck)}: dependency cycle through data_deps/ctrl_deps")
+    if seen != len(indeg):
+        i = next(i for i, k in enumerate(indeg) if k > 0)
+        raise DistscopeError(
+            f"rank {rp.rank}, node {rp.ids[i]} ({rp.names[i]!r}): dependency cycle through data_deps/ctrl_deps"
+        )
 
 
 def _compute_s(node: Node, device: Device) -> float:
@@ -129,7 +128,6 @@ def compile_program(
     traced = sorted(traces.graphs)
     for rank in traced:
         graph = traces.graphs[rank]
-        _check_acyclic(graph)
         groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
         for i, node in enumerate(graph.nodes):
             if node.kind is NodeKind.COMM_COLL:
@@ -152,12 +150,12 @@ def compile_program(
     # Per-node collective durations and local signatures (for symmetry classes).
     coll_dur: dict[tuple[int, int], float] = {}
     for rank in traced:
-        for (_, members), idxs in coll_lists[rank].items():
+        for (pg, members), idxs in coll_lists[rank].items():
             for i in idxs:
                 node = traces.graphs[rank].nodes[i]
                 assert node.comm_kind is not None
                 try:
-                    coll_dur[rank, i] = network.collective_s(node.comm_kind, node.comm_size_bytes, members)
+                    coll_dur[rank, i] = network.collective_s(node.comm_kind, node.comm_size_bytes, members, pg)
                 except DistscopeError as exc:
                     raise DistscopeError(f"{_where(rank, node)}: field comm_type: {exc}") from exc
 
@@ -228,10 +226,15 @@ def compile_program(
                 member_lists.append([_member_list(coll_lists, gkey, s, rank, cls) for s in members])
                 group_res.append(network.resources(members) if with_resources else ())
             lists = member_lists[gid]
+            own = class_of[rank]
+            one_class = all(class_of[x] == own for x in members) and all(lst is idxs for lst in lists)
             for k, i in enumerate(idxs):
                 inst = inst_of.get((gid, k))
                 if inst is None:
-                    parts = frozenset((class_of[s], lst[k]) for s, lst in zip(members, lists, strict=True))
+                    if one_class:  # every member runs this very graph: one participant
+                        parts = frozenset(((own, i),))
+                    else:
+                        parts = frozenset((class_of[s], lst[k]) for s, lst in zip(members, lists, strict=True))
                     inst = inst_ids.get(parts)
                     if inst is None:
                         inst = inst_ids[parts] = len(program.inst_participants)
@@ -243,6 +246,7 @@ def compile_program(
                 rp.inst[i] = inst
                 rp.dur_s[i] = coll_dur[rank, i]
                 rp.resources[i] = group_res[gid]
+        _check_acyclic(rp)
         program.ranks.append(rp)
     return program
 
@@ -267,9 +271,7 @@ def _member_list(
     return coll_lists[rank][gkey]
 
 
-def _check_collectives(
-    traces: TraceSet, coll_lists: dict[int, dict[tuple[str, tuple[int, ...]], list[int]]]
-) -> None:
+def _check_collectives(traces: TraceSet, coll_lists: dict[int, dict[tuple[str, tuple[int, ...]], list[int]]]) -> None:
     """Every member of a group issues the same sequence of collectives (kind and size) as its leader."""
     for rank, groups in coll_lists.items():
         for (pg, members), idxs in groups.items():
@@ -330,11 +332,7 @@ def _match_p2p(
             extra = s[len(r)] if len(s) > len(r) else r[len(s)]
             node = traces.graphs[extra[0]].nodes[extra[1]]
             fld = "comm_dst" if node.kind is NodeKind.COMM_SEND else "comm_src"
-            what = (
-                "send has no matching receive"
-                if node.kind is NodeKind.COMM_SEND
-                else "receive has no matching send"
-            )
+            what = "send has no matching receive" if node.kind is NodeKind.COMM_SEND else "receive has no matching send"
             raise DistscopeError(
                 f"{_where(extra[0], node)}: {what} "
                 f"(field {fld}={key[1] if fld == 'comm_dst' else key[0]}, tag {key[2]})"

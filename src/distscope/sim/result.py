@@ -97,12 +97,8 @@ def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) 
             break
         label = f"rank {prog.rank}" + (f" (+{len(members[k]) - 1} equivalent)" if len(members[k]) > 1 else "")
         events.append({"ph": "M", "name": "process_name", "pid": prog.rank, "args": {"name": label}})
-        events.append(
-            {"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 0, "args": {"name": "compute"}}
-        )
-        events.append(
-            {"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 1, "args": {"name": "comm"}}
-        )
+        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 0, "args": {"name": "compute"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 1, "args": {"name": "comm"}})
         for i, kind in enumerate(prog.kind):
             s, e = times.start[i], times.end[i]
             events.append(

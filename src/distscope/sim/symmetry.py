@@ -72,8 +72,7 @@ def refine_classes(
         # One sorted colour multiset per distinct group, shared by its members.
         multiset = {g: tuple(sorted(colour[m] for m in g)) for g in distinct}
         sigs = [
-            (colour[r], tuple(multiset[g] for g in groups[r]), tuple(colour[p] for p in peers[r]))
-            for r in range(n)
+            (colour[r], tuple(multiset[g] for g in groups[r]), tuple(colour[p] for p in peers[r])) for r in range(n)
         ]
         new = _recolour(sigs)
         new_count = len(set(new))

@@ -25,23 +25,31 @@ from distscope.trace.traceset import TraceSet
 
 
 class Group(enum.Enum):
+    """Process-group roles. DP is the gradient group dp x cp (ranks holding the same weights);
+    DPZ is the same ranks priced without NIC rail aggregation (ZeRO-3 traffic); EMB joins the first
+    and last pipeline stage (tied word-embedding gradients)."""
+
     TP = "tp"
     CP = "cp"
     EP = "ep"
     DP = "dp"
+    DPZ = "dpz"
+    EMB = "emb"
 
 
 @dataclass(frozen=True, kw_only=True)
 class CommOp:
     group: Group
     kind: CollKind
-    size_bytes: int
+    size_bytes: int  # Chakra comm_size: the per-rank shard for ALL_GATHER, the full buffer otherwise
+    hide_s: float = 0.0  # layer compute that runs alongside this collective (fork/join overlap)
+    with_previous: bool = False  # continues the previous op's overlap point (runs right after it)
 
     def __post_init__(self) -> None:
+        if self.hide_s < 0:
+            raise DistscopeError(f"CommOp {self.kind.value} on {self.group.value}: hide_s={self.hide_s} < 0")
         if self.size_bytes < 0:
-            raise DistscopeError(
-                f"CommOp {self.kind.value} on {self.group.value}: size_bytes={self.size_bytes} < 0"
-            )
+            raise DistscopeError(f"CommOp {self.kind.value} on {self.group.value}: size_bytes={self.size_bytes} < 0")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +73,29 @@ class LayerCost:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StageExtras:
+    """Step-level work of one pipeline stage (all its ranks).
+
+    grad_early starts with the stage's final backward micro-step and grad_late after it (DDP bucket
+    overlap: only the last bucket waits for the end of backward); tied (first/last stage) and the
+    optimizer follow; param_gather follows the optimizer, or with param_gather_overlap runs alongside
+    the step's first forward micro-step (the previous step's gather hidden behind forward).
+    mb_gather is issued for every micro-batch (ZeRO-3 weight gathers): alongside its forward and
+    backward with mb_gather_overlap, else before its forward; mb_reduce follows its backward.
+    """
+
+    optimizer_s: float = 0.0
+    grad_early: tuple[CommOp, ...] = ()
+    grad_late: tuple[CommOp, ...] = ()
+    tied: tuple[CommOp, ...] = ()
+    param_gather: tuple[CommOp, ...] = ()
+    param_gather_overlap: bool = False
+    mb_gather: tuple[CommOp, ...] = ()
+    mb_gather_overlap: bool = False
+    mb_reduce: tuple[CommOp, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepSpec:
     """A training step: layout, schedule, per-virtual-stage layers and step-level work."""
 
@@ -79,9 +110,11 @@ class StepSpec:
     # stages[j * pp + s]: the layers of model chunk j on pipeline stage s (pp * vp entries).
     stages: tuple[tuple[LayerCost, ...], ...] = field(default_factory=tuple)
     pp_bytes: int = 0  # activation (and gradient) bytes crossing a stage boundary per micro-batch
-    dp_overlap: bool = True
+    pp_overlap: bool = True  # sends off the critical chain (else the sender waits for its send)
+    dp_overlap: bool = True  # per-layer grad_comm after the layer's last backward (else after all)
     optimizer_s: float = 0.0
     param_gather: tuple[CommOp, ...] = ()  # after the optimizer (ZeRO-1/2, distributed optimizer)
+    extras: tuple[StageExtras, ...] = ()  # per pipeline stage; replaces optimizer_s/param_gather
 
     def __post_init__(self) -> None:
         for name in ("tp", "cp", "dp", "ep", "pp", "vp", "micro_batches"):
@@ -91,18 +124,16 @@ class StepSpec:
             raise DistscopeError(f"StepSpec: ep={self.ep} must divide dp={self.dp} ({self.degrees})")
         if len(self.stages) != self.pp * self.vp:
             raise DistscopeError(
-                f"StepSpec: {len(self.stages)} stage layer lists, need pp*vp={self.pp * self.vp} "
-                f"({self.degrees})"
+                f"StepSpec: {len(self.stages)} stage layer lists, need pp*vp={self.pp * self.vp} ({self.degrees})"
             )
         if self.vp > 1 and self.schedule is not Schedule.INTERLEAVED:
-            raise DistscopeError(f"StepSpec: vp={self.vp} needs schedule=interleaved ({self.degrees})")
+            raise DistscopeError(f"StepSpec: vp={self.vp} needs schedule=interleaved-1f1b ({self.degrees})")
+        if self.extras and len(self.extras) != self.pp:
+            raise DistscopeError(f"StepSpec: {len(self.extras)} stage extras, need pp={self.pp} ({self.degrees})")
 
     @property
     def degrees(self) -> str:
-        return (
-            f"tp={self.tp} cp={self.cp} dp={self.dp} ep={self.ep} pp={self.pp} vp={self.vp} "
-            f"mb={self.micro_batches}"
-        )
+        return f"tp={self.tp} cp={self.cp} dp={self.dp} ep={self.ep} pp={self.pp} vp={self.vp} mb={self.micro_batches}"
 
     @property
     def world(self) -> int:
@@ -125,46 +156,108 @@ class StepSpec:
             return f"tp:s{s}:d{d}:c{c}", tuple(self.rank(x, c, d, s) for x in range(self.tp))
         if kind is Group.CP:
             return f"cp:s{s}:d{d}:t{t}", tuple(self.rank(t, x, d, s) for x in range(self.cp))
-        if kind is Group.DP:
-            return f"dp:s{s}:c{c}:t{t}", tuple(self.rank(t, c, x, s) for x in range(self.dp))
+        if kind in (Group.DP, Group.DPZ):
+            members = tuple(self.rank(t, x % self.cp, x // self.cp, s) for x in range(self.dp * self.cp))
+            return f"{kind.value}:s{s}:t{t}", members
+        if kind is Group.EMB:
+            return f"emb:t{t}:c{c}:d{d}", tuple(sorted({self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1)}))
         base = d - d % self.ep
         return f"ep:s{s}:c{c}:t{t}:d{base}", tuple(self.rank(t, c, x, s) for x in range(base, base + self.ep))
 
 
 def _size(spec: StepSpec, group: Group) -> int:
-    return {Group.TP: spec.tp, Group.CP: spec.cp, Group.DP: spec.dp, Group.EP: spec.ep}[group]
+    sizes = {
+        Group.TP: spec.tp,
+        Group.CP: spec.cp,
+        Group.DP: spec.dp * spec.cp,
+        Group.DPZ: spec.dp * spec.cp,
+        Group.EP: spec.ep,
+        Group.EMB: min(spec.pp, 2),
+    }
+    return sizes[group]
 
 
 class _Graph:
-    """Accumulates one rank's nodes; `chain` is the node the next blocking op depends on."""
+    """Accumulates one rank's nodes. `chain` is the node the next blocking op depends on; `joins`
+    are extra nodes (overlapped work) it must also wait for."""
 
     def __init__(self, spec: StepSpec, rank: int) -> None:
         self.spec = spec
         self.rank = rank
         self.nodes: list[Node] = []
         self.chain: int | None = None
+        self.joins: list[int] = []
         self.groups: dict[str, tuple[int, ...]] = {}
 
     def add(self, deps: tuple[int, ...], **kw: object) -> int:
         nid = len(self.nodes)
+        if len(deps) > 1:
+            deps = tuple(sorted(set(deps)))
         self.nodes.append(Node(id=nid, data_deps=deps, **kw))  # type: ignore[arg-type]
         return nid
 
+    def here(self) -> tuple[int, ...]:
+        return () if self.chain is None else (self.chain,)
+
     def on_chain(self, **kw: object) -> int:
-        self.chain = self.add(() if self.chain is None else (self.chain,), **kw)
+        self.chain = self.add(self.here() + tuple(self.joins), **kw)
+        self.joins = []
         return self.chain
 
+    def compute(self, name: str, dur: float, flops: int = 0, nbytes: int = 0) -> None:
+        self.on_chain(name=name, kind=NodeKind.COMP, duration_s=dur, num_ops=flops, tensor_size_bytes=nbytes)
+
     def coll(self, op: CommOp, name: str, deps: tuple[int, ...] | None = None) -> int | None:
+        """A collective: on the chain (blocking), or after `deps` off the chain."""
         if _size(self.spec, op.group) == 1 or op.size_bytes == 0:
             return None
         pg, members = self.spec.group(op.group, self.rank)
         self.groups[pg] = members
-        kw = dict(
-            name=name, kind=NodeKind.COMM_COLL, comm_kind=op.kind, comm_size_bytes=op.size_bytes, pg_name=pg
-        )
+        kw = dict(name=name, kind=NodeKind.COMM_COLL, comm_kind=op.kind, comm_size_bytes=op.size_bytes, pg_name=pg)
         if deps is None:
             return self.on_chain(**kw)
         return self.add(deps, **kw)
+
+    def comm_point(self, ops: list[CommOp], name: str) -> None:
+        """Blocking collectives run back to back; with hide_s, that much compute runs alongside
+        them (fork/join)."""
+        hide = sum(op.hide_s for op in ops)
+        if hide <= 0:
+            for k, op in enumerate(ops):
+                self.coll(op, f"{name}_{op.group.value}_{op.kind.value.lower()}{k}")
+            return
+        fork = self.here() + tuple(self.joins)
+        self.joins = []
+        last: tuple[int, ...] = fork
+        for k, op in enumerate(ops):
+            nid = self.coll(op, f"{name}_{op.group.value}_{op.kind.value.lower()}{k}", deps=last)
+            if nid is not None:
+                last = (nid,)
+        self.chain = self.add(fork, name=f"{name}_overlapped", kind=NodeKind.COMP, duration_s=hide)
+        if last != fork:
+            self.joins.extend(last)
+
+    def layer(self, layer: LayerCost, forward: bool, micro: int) -> None:
+        what = "fwd" if forward else "bwd"
+        ops = layer.fwd_comm if forward else layer.bwd_comm
+        dur = layer.fwd_s if forward else layer.bwd_s
+        serial = dur - sum(op.hide_s for op in ops)
+        if serial < -1e-12:
+            raise DistscopeError(f"layer {layer.name!r}: {what} overlaps more compute than its {dur} s")
+        self.compute(
+            f"{layer.name}_{what}_mb{micro}",
+            max(serial, 0.0),
+            layer.fwd_flops if forward else layer.bwd_flops,
+            layer.fwd_bytes if forward else layer.bwd_bytes,
+        )
+        points: list[list[CommOp]] = []
+        for op in ops:
+            if op.with_previous and points:
+                points[-1].append(op)
+            else:
+                points.append([op])
+        for k, point in enumerate(points):
+            self.comm_point(point, f"{layer.name}_{what}_p{k}_mb{micro}")
 
 
 def _tag(forward: bool, edge: int, micro: int, spec: StepSpec) -> int:
@@ -176,66 +269,102 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
     """One rank's graph for the step, and the process groups it uses."""
     t, c, d, s = spec.coords(rank)
     g = _Graph(spec, rank)
+    ex = spec.extras[s] if spec.extras else StageExtras(optimizer_s=spec.optimizer_s, param_gather=spec.param_gather)
     nvirt = spec.pp * spec.vp
+    order = stage_order(spec.schedule, stage=s, stages=spec.pp, micro_batches=spec.micro_batches, chunks=spec.vp)
     last_bwd: dict[tuple[int, int], int] = {}  # (chunk, layer) -> node of its last backward
-    for step in stage_order(
-        spec.schedule, stage=s, stages=spec.pp, micro_batches=spec.micro_batches, chunks=spec.vp
-    ):
+    mb_pending: dict[int, list[int]] = {}  # micro-batch -> overlapped ZeRO-3 gathers to join
+    early_start: int | None = None
+    bwd_steps = [n for n, st in enumerate(order) if not st.forward]
+    fwd_steps = [n for n, st in enumerate(order) if st.forward]
+    first_of_last_bwds = bwd_steps[-min(spec.vp, len(bwd_steps))]
+    last_of_first_fwds = fwd_steps[min(spec.vp, len(fwd_steps)) - 1]
+    gather_pending: list[int] = []
+    for n, step in enumerate(order):
         v = step.chunk * spec.pp + s
         layers = spec.stages[v]
         src_v = v - 1 if step.forward else v + 1
         dst_v = v + 1 if step.forward else v - 1
-        in_tag = _tag(step.forward, min(v, src_v), step.micro, spec)
-        out_tag = _tag(step.forward, min(v, dst_v), step.micro, spec)
         what = "fwd" if step.forward else "bwd"
+        if n == 0 and ex.param_gather and ex.param_gather_overlap:
+            for k, op in enumerate(ex.param_gather):
+                nid = g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}", deps=())
+                if nid is not None:
+                    gather_pending.append(nid)
+        if step.forward and step.chunk == 0 and ex.mb_gather:
+            for k, op in enumerate(ex.mb_gather):
+                name = f"zero3_{op.kind.value.lower()}{k}_mb{step.micro}"
+                if ex.mb_gather_overlap:
+                    nid = g.coll(op, name, deps=g.here())
+                    if nid is not None:
+                        mb_pending.setdefault(step.micro, []).append(nid)
+                else:
+                    g.coll(op, name)
         if 0 <= src_v < nvirt and spec.pp > 1 and spec.pp_bytes:
             g.on_chain(
                 name=f"recv_{what}_mb{step.micro}_c{step.chunk}",
                 kind=NodeKind.COMM_RECV,
                 comm_src=spec.rank(t, c, d, src_v % spec.pp),
-                comm_tag=in_tag,
+                comm_tag=_tag(step.forward, min(v, src_v), step.micro, spec),
                 tensor_size_bytes=spec.pp_bytes,
             )
-        order = range(len(layers)) if step.forward else reversed(range(len(layers)))
-        for li in order:
-            layer = layers[li]
-            g.on_chain(
-                name=f"{layer.name}_{what}_mb{step.micro}",
-                kind=NodeKind.COMP,
-                duration_s=layer.fwd_s if step.forward else layer.bwd_s,
-                num_ops=layer.fwd_flops if step.forward else layer.bwd_flops,
-                tensor_size_bytes=layer.fwd_bytes if step.forward else layer.bwd_bytes,
-            )
-            for k, op in enumerate(layer.fwd_comm if step.forward else layer.bwd_comm):
-                g.coll(op, f"{layer.name}_{what}_{op.group.value}_{op.kind.value.lower()}{k}_mb{step.micro}")
+        if n == first_of_last_bwds:  # the final vp backward micro-steps (one micro-batch) start here
+            early_start = g.chain if g.chain is not None else -1
+        idx = range(len(layers)) if step.forward else reversed(range(len(layers)))
+        for li in idx:
+            g.layer(layers[li], step.forward, step.micro)
             if not step.forward:
-                last_bwd[step.chunk, li] = g.chain  # type: ignore[assignment]
+                assert g.chain is not None
+                last_bwd[step.chunk, li] = g.chain
+        if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
+            g.joins.extend(gather_pending)
         if 0 <= dst_v < nvirt and spec.pp > 1 and spec.pp_bytes and g.chain is not None:
-            g.add(
-                (g.chain,),
+            kw = dict(
                 name=f"send_{what}_mb{step.micro}_c{step.chunk}",
                 kind=NodeKind.COMM_SEND,
                 comm_dst=spec.rank(t, c, d, dst_v % spec.pp),
-                comm_tag=out_tag,
+                comm_tag=_tag(step.forward, min(v, dst_v), step.micro, spec),
                 tensor_size_bytes=spec.pp_bytes,
             )
-    end = g.chain
+            if spec.pp_overlap:
+                g.add((g.chain,), **kw)
+            else:
+                g.on_chain(**kw)
+        if not step.forward and step.chunk == 0:
+            g.joins.extend(mb_pending.pop(step.micro, []))
+            for k, op in enumerate(ex.mb_reduce):
+                g.coll(op, f"zero3_{op.kind.value.lower()}{k}_mb{step.micro}")
+    end = g.here() + tuple(g.joins)
+    g.joins = []
     grads: list[int] = []
     for (chunk, li), node in sorted(last_bwd.items(), key=lambda kv: kv[1]):
         layer = spec.stages[chunk * spec.pp + s][li]
         for k, op in enumerate(layer.grad_comm):
-            dep = node if spec.dp_overlap else end
             nid = g.coll(
                 op,
                 f"{layer.name}_c{chunk}_grad_{op.group.value}_{op.kind.value.lower()}{k}",
-                deps=() if dep is None else (dep,),
+                deps=(node,) if spec.dp_overlap else end,
             )
             if nid is not None:
                 grads.append(nid)
-    opt_deps = tuple(sorted({*grads, *(() if end is None else (end,))}))
-    if spec.optimizer_s > 0 or spec.param_gather:
-        g.chain = g.add(opt_deps, name="optimizer_step", kind=NodeKind.COMP, duration_s=spec.optimizer_s)
-        for k, op in enumerate(spec.param_gather):
+    for k, op in enumerate(ex.grad_early):
+        deps = () if early_start in (None, -1) else (early_start,)
+        nid = g.coll(op, f"grad_{op.group.value}_{op.kind.value.lower()}{k}_early", deps=deps)
+        if nid is not None:
+            grads.append(nid)
+    for k, op in enumerate(ex.grad_late):
+        nid = g.coll(op, f"grad_{op.group.value}_{op.kind.value.lower()}{k}", deps=end)
+        if nid is not None:
+            grads.append(nid)
+    local_grads = tuple(grads)
+    for k, op in enumerate(ex.tied):  # Megatron finalize_model_grads: grad sync, then embedding all-reduce
+        nid = g.coll(op, f"tied_embedding_{op.kind.value.lower()}{k}", deps=end + local_grads)
+        if nid is not None:
+            grads.append(nid)
+    tail_gather = ex.param_gather if not ex.param_gather_overlap else ()
+    if ex.optimizer_s > 0 or tail_gather or grads:
+        g.chain = g.add(end + tuple(grads), name="optimizer_step", kind=NodeKind.COMP, duration_s=ex.optimizer_s)
+        for k, op in enumerate(tail_gather):
             g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}")
     return RankGraph(rank=rank, nodes=tuple(g.nodes)), g.groups
 

@@ -172,16 +172,12 @@ def _node_to_proto(pb: Any, node: Node) -> Any:
     return msg
 
 
-def write_rank(
-    path: str | Path, graph: RankGraph, process_groups: Mapping[str, Iterable[int]] | None = None
-) -> None:
+def write_rank(path: str | Path, graph: RankGraph, process_groups: Mapping[str, Iterable[int]] | None = None) -> None:
     """Write one rank's graph as a Chakra ET file (GlobalMetadata, then the nodes in order)."""
     pb, protolib = _chakra()
     gm = pb.GlobalMetadata(version="1.0.0")
     for name, ranks in sorted((process_groups or {}).items()):
-        gm.attr.append(
-            pb.AttributeProto(name=PG_ATTR_PREFIX + name, int64_list=pb.Int64List(values=list(ranks)))
-        )
+        gm.attr.append(pb.AttributeProto(name=PG_ATTR_PREFIX + name, int64_list=pb.Int64List(values=list(ranks))))
     with Path(path).open("wb") as fh:
         protolib.encodeMessage(fh, gm)
         for node in graph.nodes:
@@ -206,8 +202,7 @@ def trace_files(prefix: str | Path) -> dict[int, Path]:
     missing = sorted(set(range(len(found))) - set(found))
     if missing:
         raise DistscopeError(
-            f"trace prefix {str(prefix)!r}: ranks must be 0..{max(found)} without gaps; "
-            f"missing rank {missing[0]}"
+            f"trace prefix {str(prefix)!r}: ranks must be 0..{max(found)} without gaps; missing rank {missing[0]}"
         )
     return dict(sorted(found.items()))
 
@@ -286,9 +281,7 @@ def read_symmetric(directory: str | Path) -> TraceSet:
     except (OSError, json.JSONDecodeError) as exc:
         raise DistscopeError(f"manifest {str(path)!r}: cannot read ({exc})") from exc
     if manifest.get("format") != MANIFEST_FORMAT:
-        raise DistscopeError(
-            f"manifest {str(path)!r}: field format={manifest.get('format')!r}, need {MANIFEST_FORMAT}"
-        )
+        raise DistscopeError(f"manifest {str(path)!r}: field format={manifest.get('format')!r}, need {MANIFEST_FORMAT}")
     class_of = tuple(int(r) for r in manifest["class_of"])
     if len(class_of) != int(manifest["num_ranks"]):
         raise DistscopeError(

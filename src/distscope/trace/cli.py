@@ -13,9 +13,7 @@ trace_app = typer.Typer(help="Chakra execution traces: inspect and generate.", n
 
 @trace_app.command("info")
 def info(
-    target: str = typer.Argument(
-        ..., help="Trace directory with one trace, or PREFIX of PREFIX.<rank>.et files."
-    ),
+    target: str = typer.Argument(..., help="Trace directory with one trace, or PREFIX of PREFIX.<rank>.et files."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Ranks, node counts by kind, collectives and process groups of a trace set."""

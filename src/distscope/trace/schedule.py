@@ -11,16 +11,12 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from distscope.errors import DistscopeError
+from distscope.plan import Schedule
 
-
-class Schedule(enum.Enum):
-    GPIPE = "gpipe"
-    ONE_F_ONE_B = "1f1b"
-    INTERLEAVED = "interleaved"
+__all__ = ["Schedule", "Step", "stage_order"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +33,7 @@ def _fwd_id(k: int, p: int, v: int) -> tuple[int, int]:
     return micro, chunk
 
 
-def stage_order(
-    schedule: Schedule, *, stage: int, stages: int, micro_batches: int, chunks: int = 1
-) -> list[Step]:
+def stage_order(schedule: Schedule, *, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Step]:
     """The order in which `stage` runs its forward and backward micro-steps."""
     p, m, v = stages, micro_batches, chunks
     if not 0 <= stage < p:

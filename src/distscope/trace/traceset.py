@@ -31,17 +31,14 @@ class TraceSet:
             reps = sorted(set(self.class_of))
             if reps != ranks or any(self.class_of[r] != r for r in reps):
                 raise DistscopeError(
-                    f"symmetric trace set: representatives {reps[:8]} must be exactly "
-                    f"the traced ranks {ranks[:8]}"
+                    f"symmetric trace set: representatives {reps[:8]} must be exactly the traced ranks {ranks[:8]}"
                 )
         elif ranks != list(range(len(ranks))):
             raise DistscopeError(f"trace set: ranks must be 0..{len(ranks) - 1}; got {ranks[:8]}...")
         for name, members in self.process_groups.items():
             bad = [r for r in members if not 0 <= r < self.num_ranks]
             if bad or len(set(members)) != len(members) or not members:
-                raise DistscopeError(
-                    f"process group {name!r}: members {list(members)} must be distinct ranks"
-                )
+                raise DistscopeError(f"process group {name!r}: members {list(members)} must be distinct ranks")
         object.__setattr__(self, "_users", None)
 
     @property
