@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REFERENCE_DIR = Path("/work/shared/validation/astra_sim")
-_CASE = re.compile(
-    r"^L_(?P<backend>unaware|aware)_(?P<coll>[A-Z_]+?)_(?P<npus>\d+)_(?P<size>\d+)B_(?P<topo>\w+)$"
-)
+_CASE = re.compile(r"^L_(?P<backend>unaware|aware)_(?P<coll>[A-Z_]+?)_(?P<npus>\d+)_(?P<size>\d+)B_(?P<topo>\w+)$")
 
 
 @dataclass(frozen=True)

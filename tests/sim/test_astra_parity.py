@@ -58,9 +58,7 @@ def test_parity(case, generated) -> None:  # type: ignore[no-untyped-def]
     mode = _mode(case.backend)
     result = simulate_traces(traces, AstraNetwork(net, system, mode), mode=mode)
     got_ns = result.step_time_s * 1e9
-    assert got_ns == pytest.approx(case.finish_ns, rel=0.01), (
-        f"{case.name}: {got_ns:.0f} vs {case.finish_ns:.0f}"
-    )
+    assert got_ns == pytest.approx(case.finish_ns, rel=0.01), f"{case.name}: {got_ns:.0f} vs {case.finish_ns:.0f}"
     assert all(r.finish_s == result.step_time_s for r in result.ranks)  # same on all NPUs, as ASTRA-sim
 
 

@@ -71,9 +71,7 @@ def test_bad_flags_are_one_line(tmp_path: Path) -> None:
     assert proc.stderr.strip() == (
         "distscope: error: --network-mode='sharde' is not one of ['unaware', 'shared']; closest: shared, unaware"
     )
-    proc = _run(
-        str(tmp_path), "--network", str(tmp_path / "none.yml"), "--system", str(ASTRA / "sys_ring_1d.json")
-    )
+    proc = _run(str(tmp_path), "--network", str(tmp_path / "none.yml"), "--system", str(ASTRA / "sys_ring_1d.json"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "none.yml" in proc.stderr
     bad = tmp_path / "bad.yml"
     bad.write_text("topology: [ Torus ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1 ]\n")

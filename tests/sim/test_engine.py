@@ -18,9 +18,7 @@ LAT = 1e-6
 
 def _model(n: int, mode: NetworkMode = NetworkMode.UNAWARE) -> AstraNetwork:
     net = NetworkConfig(
-        dims=(
-            NetworkDim(topology=DimTopology.FULLY_CONNECTED, npus_count=n, bandwidth_Bps=BW, latency_s=LAT),
-        )
+        dims=(NetworkDim(topology=DimTopology.FULLY_CONNECTED, npus_count=n, bandwidth_Bps=BW, latency_s=LAT),)
     )
     return AstraNetwork(net, SystemConfig(all_reduce_impl=(CollAlgo.RING,)), mode)
 
@@ -42,9 +40,7 @@ def ar(i: int, size: int, deps: tuple[int, ...] = (), pg: str = "") -> Node:
 
 
 def ts(*graphs: tuple[Node, ...], groups: dict[str, tuple[int, ...]] | None = None) -> TraceSet:
-    return TraceSet(
-        graphs={r: RankGraph(rank=r, nodes=g) for r, g in enumerate(graphs)}, process_groups=groups or {}
-    )
+    return TraceSet(graphs={r: RankGraph(rank=r, nodes=g) for r, g in enumerate(graphs)}, process_groups=groups or {})
 
 
 def test_compute_overlaps_comm_and_collective_waits_for_last_member() -> None:

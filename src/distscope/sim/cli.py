@@ -38,6 +38,13 @@ def simulate(
     target: Annotated[str, typer.Argument(help="Trace directory, or PREFIX of PREFIX.<rank>.et files.")],
     network: Annotated[Path | None, typer.Option("--network", help="ASTRA-sim analytical network .yml.")] = None,
     system: Annotated[Path | None, typer.Option("--system", help="ASTRA-sim system .json.")] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-c", help="Cluster preset (see `distscope clusters`); needs --gpus.")
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs of the --cluster preset.")] = None,
+    link: Annotated[
+        str | None, typer.Option("--link", help="With --cluster: level bandwidths in GB/s, e.g. nvlink=300,ib=25.")
+    ] = None,
     network_mode: Annotated[
         str,
         typer.Option(
@@ -65,9 +72,10 @@ def simulate(
     ] = None,
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
+    from distscope.dtypes import DType
     from distscope.sim.api import run_traces
     from distscope.sim.astra_config import read_network, read_system
-    from distscope.sim.network import AstraNetwork, NetworkMode
+    from distscope.sim.network import AstraNetwork, NetworkMode, NetworkModel
     from distscope.sim.program import Device
     from distscope.sim.result import summarize, write_timeline
     from distscope.trace.chakra_io import MANIFEST, read_symmetric, read_traces
@@ -81,24 +89,37 @@ def simulate(
         raise DistscopeError(
             f"--comm-streams={comm_streams!r} is not one of {list(STREAMS)}{closest(comm_streams, STREAMS)}"
         )
-    if network is None or system is None:
-        raise DistscopeError("simulate needs --network NET.yml and --system SYS.json")
-    net = read_network(network)
-    sysc = read_system(system, len(net.dims))
+    model: NetworkModel
+    if cluster is not None:
+        if network is not None or system is not None:
+            raise DistscopeError("give either --cluster/--gpus or --network/--system, not both")
+        if gpus is None:
+            raise DistscopeError(f"--cluster={cluster!r} needs --gpus")
+        from distscope.scenario import build_cluster
+        from distscope.sim.cluster_network import ClusterNetwork
+
+        c = build_cluster(cluster, gpus, link)
+        model = ClusterNetwork(c)
+        device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
+        where = f"cluster {cluster!r} x{gpus}"
+        npus = c.num_gpus
+    else:
+        if network is None or system is None:
+            raise DistscopeError("simulate needs --network NET.yml and --system SYS.json, or --cluster NAME --gpus N")
+        net = read_network(network)
+        sysc = read_system(system, len(net.dims))
+        model = AstraNetwork(net, sysc, mode)
+        device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
+        where = f"network {str(network)!r}"
+        npus = net.num_npus
     from rich.console import Console
 
     console = Console(stderr=True)
     with console.status("reading traces", spinner="dots") if not as_json else _Null():
-        if Path(target, MANIFEST).is_file():
-            traces = read_symmetric(target)
-        else:
-            traces = read_traces(_resolve_prefix(target))
-    if traces.num_ranks != net.num_npus:
-        raise DistscopeError(
-            f"traces {target!r} have {traces.num_ranks} ranks but network {str(network)!r} has {net.num_npus} NPUs"
-        )
-    model = AstraNetwork(net, sysc, mode)
-    device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
+        symmetric_dir = Path(target, MANIFEST).is_file()
+        traces = read_symmetric(target) if symmetric_dir else read_traces(_resolve_prefix(target))
+    if traces.num_ranks != npus:
+        raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
     with console.status("simulating", spinner="dots") if not as_json else _Null():
         outcome = run_traces(
             traces,

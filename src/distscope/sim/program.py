@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from distscope.errors import DistscopeError
 from distscope.sim.network import NetworkModel
 from distscope.sim.symmetry import refine_classes
-from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
+from distscope.trace.graph import CollKind, Node, NodeKind
 from distscope.trace.traceset import TraceSet
 
 COMPUTE, COLL, SEND, RECV = 0, 1, 2, 3

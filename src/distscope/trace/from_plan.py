@@ -70,7 +70,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         for moe in ((False, True) if spec.moe is not None else (False,))
     }
     head = head_cost(spec, b, s, tp, cp, prec, dev)
-    D_tp = T * spec.hidden * e
+    D_tp = round(T * spec.hidden * e)
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     sizes = chunk_sizes(spec.layers, pp, vp, plan.stage_layers)
     per_chunk = max(sizes)
@@ -95,7 +95,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 bwd += _tp_point(D_tp, tp, sp, fh) + _tp_point(D_tp, tp, sp, fh)
             bwd += _tp_point(D_tp, tp, sp, bh) + _tp_point(D_tp, tp, sp, bh)
             if cp > 1:
-                kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e
+                kv = round(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e)
                 fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
                 if recomputes:
                     bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
@@ -103,7 +103,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, with_previous=True))
             if moe and plan.ep > 1:
                 assert spec.moe is not None
-                a2a = CommOp(group=Group.EP, kind=A2A, size_bytes=T * spec.moe.top_k * spec.hidden * e)
+                a2a = CommOp(group=Group.EP, kind=A2A, size_bytes=round(T * spec.moe.top_k * spec.hidden * e))
                 fwd += [a2a, a2a]
                 bwd += [a2a, a2a] * (2 if recomputes else 1)
             rec_s = (c.recompute_s if recomputes else 0.0) if full else rfrac * c.recompute_s
@@ -190,7 +190,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         micro_batches=m,
         schedule=plan.schedule,
         stages=tuple(chunks),
-        pp_bytes=T * spec.hidden * e // (tp if sp else 1) if pp > 1 else 0,
+        pp_bytes=round(T * spec.hidden * e / (tp if sp else 1)) if pp > 1 else 0,
         pp_overlap=Dim.PP in plan.overlap,
         extras=tuple(extras),
     )
