@@ -15,19 +15,13 @@ from distscope.trace.graph import CollKind, NodeKind
 from distscope.trace.schedule import Schedule, stage_order
 
 RING = (CollAlgo.RING,) * 2
-SYSTEM = SystemConfig(
-    all_reduce_impl=RING, all_gather_impl=RING, reduce_scatter_impl=RING, all_to_all_impl=RING
-)
+SYSTEM = SystemConfig(all_reduce_impl=RING, all_gather_impl=RING, reduce_scatter_impl=RING, all_to_all_impl=RING)
 
 
 def _net(bw_GBps: float = 1e6, lat_s: float = 0.0, inner: int = 8, outer: int = 256) -> AstraNetwork:
     dims = (
-        NetworkDim(
-            topology=DimTopology.SWITCH, npus_count=inner, bandwidth_Bps=bw_GBps * GIB, latency_s=lat_s
-        ),
-        NetworkDim(
-            topology=DimTopology.SWITCH, npus_count=outer, bandwidth_Bps=bw_GBps * GIB / 8, latency_s=lat_s
-        ),
+        NetworkDim(topology=DimTopology.SWITCH, npus_count=inner, bandwidth_Bps=bw_GBps * GIB, latency_s=lat_s),
+        NetworkDim(topology=DimTopology.SWITCH, npus_count=outer, bandwidth_Bps=bw_GBps * GIB / 8, latency_s=lat_s),
     )
     return AstraNetwork(NetworkConfig(dims=dims), SYSTEM, NetworkMode.UNAWARE)
 
@@ -132,8 +126,7 @@ def test_write_read_full_and_symmetric(tmp_path) -> None:  # type: ignore[no-unt
 def test_symmetric_generation_equals_full(tp, dp, pp, vp, mult, f_ms, overlap, mode) -> None:  # type: ignore[no-untyped-def]
     sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B
     stages = tuple(
-        (_layer(f_ms[v] * 1e-3, 2 * f_ms[v] * 1e-3, tp_bytes=1 << 20, grad_bytes=1 << 24),)
-        for v in range(pp * vp)
+        (_layer(f_ms[v] * 1e-3, 2 * f_ms[v] * 1e-3, tp_bytes=1 << 20, grad_bytes=1 << 24),) for v in range(pp * vp)
     )
     spec = StepSpec(
         tp=tp,

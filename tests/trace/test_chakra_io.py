@@ -146,10 +146,7 @@ def test_trace_imports_without_chakra_and_errors_in_one_line(tmp_path: Path) -> 
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
     assert proc.returncode == 0, proc.stderr
-    assert (
-        proc.stdout.strip()
-        == "ERR Chakra ET I/O needs mlc-chakra; install it with: pip install 'distscope[chakra]'"
-    )
+    assert proc.stdout.strip() == "ERR Chakra ET I/O needs mlc-chakra; install it with: pip install 'distscope[chakra]'"
 
 
 def test_cli_error_is_one_line(tmp_path: Path) -> None:

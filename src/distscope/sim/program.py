@@ -27,6 +27,16 @@ _KIND_CODE = {
 }
 
 
+def _kind_codes(nodes: tuple[Node, ...]) -> list[int]:
+    """Engine codes per node (identity tests: Enum.__hash__ is a Python call, too slow per node)."""
+    coll, send, recv = NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV
+    out = []
+    for n in nodes:
+        k = n.kind
+        out.append(COLL if k is coll else SEND if k is send else RECV if k is recv else COMPUTE)
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class Device:
     """What prices COMP/MEM nodes without a duration: peak FLOP/s and local memory bandwidth."""
@@ -193,7 +203,7 @@ def compile_program(
             rank=rank,
             names=[n.name for n in graph.nodes],
             ids=[n.id for n in graph.nodes],
-            kind=[_KIND_CODE[n.kind] for n in graph.nodes],
+            kind=_kind_codes(graph.nodes),
             dur_s=[0.0] * m,
             children=[[] for _ in range(m)],
             indeg=[len(n.deps) for n in graph.nodes],

@@ -4,7 +4,8 @@ Encoding (as `chakra_generator` writes it, see chakra/src/generator/generator.py
 of length-delimited messages (`protolib.encodeMessage`), a `GlobalMetadata` first, then one `Node` per
 operation. Attributes are `AttributeProto`s keyed by name: `comm_type` (int64, `CollectiveCommType`),
 `comm_size` (int64), `tensor_size` (uint64), `num_ops` (int64), `comm_src`/`comm_dst`/`comm_tag` (int32),
-`pg_name` (string), `is_cpu_op` (bool). Durations are the Node field `duration_micros`.
+`pg_name` (string), `is_cpu_op` (bool). Durations are the Node field `duration_micros` (whole µs); distscope
+also writes an int64 `duration_ns` attribute, which it prefers when reading (other readers ignore it).
 
 distscope adds one thing Chakra leaves to a side file: process-group membership, as GlobalMetadata
 attributes `pg:<name>` holding an int64 list of ranks (ASTRA-sim takes it from `--comm-group-configuration`).
@@ -92,7 +93,9 @@ def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node | None:
         kind=kind,
         data_deps=tuple(int(d) for d in msg.data_deps),
         ctrl_deps=tuple(int(d) for d in msg.ctrl_deps),
-        duration_s=float(msg.duration_micros) * 1e-6,
+        duration_s=(
+            float(attrs["duration_ns"]) * 1e-9 if attrs.get("duration_ns") else float(msg.duration_micros) * 1e-6
+        ),
         num_ops=int(attrs.get("num_ops") or 0),
         tensor_size_bytes=int(attrs.get("tensor_size") or 0),
         comm_kind=comm_kind,
@@ -154,6 +157,8 @@ def _node_to_proto(pb: Any, node: Node) -> Any:
     msg.duration_micros = round(node.duration_s * 1e6)
     attr = pb.AttributeProto
     msg.attr.append(attr(name="is_cpu_op", bool_val=node.is_cpu_op))
+    if node.duration_s:  # duration_micros is whole microseconds; keep ns for short kernels
+        msg.attr.append(attr(name="duration_ns", int64_val=round(node.duration_s * 1e9)))
     if node.num_ops:
         msg.attr.append(attr(name="num_ops", int64_val=node.num_ops))
     if node.tensor_size_bytes:
