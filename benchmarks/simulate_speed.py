@@ -7,7 +7,7 @@ Figures (last line: one JSON object):
   ASTRA-sim takes about 10 s here (README: 8-11 s on 2 cores).
 
 * gpt3_175b_1024_full: GPT-3 175B on 1024 A100s (dgx-a100 preset), tp8 pp8 dp16, 1F1B, micro-batch 1,
-  global batch 1536, seq 2048, full recompute: every rank simulated (no symmetry folding); wall time
+  global batch 1536, seq 2048, selective recompute: every rank simulated (no symmetry folding); wall time
   of trace generation, compile (validation + matching) and simulation, and events/s.
 * llama405b_16384_symmetric: Llama 3.1 405B on 16,384 H100s (dgx-h100), tp8 pp16 dp128, 1F1B,
   global batch 2048, seq 8192: one trace per pipeline stage (16 simulated ranks); target <= 1 s.
@@ -203,7 +203,7 @@ def main() -> None:
     )
     figures["llama405b_16384_symmetric"] = step_figure(llama, symmetric=True)
     if not args.skip_full:
-        gpt3 = _scenario("gpt3-175b", "dgx-a100", 1024, tp=8, pp=8, global_batch=1536, seq=2048, recompute="full")
+        gpt3 = _scenario("gpt3-175b", "dgx-a100", 1024, tp=8, pp=8, global_batch=1536, seq=2048, recompute="selective")
         figures["gpt3_175b_1024_full"] = step_figure(gpt3, symmetric=False)
     if not args.skip_consistency:
         figures["estimate_consistency"] = consistency()

@@ -41,6 +41,7 @@ class ClusterNetwork:
         self.cluster = cluster
         self._cache: dict[tuple[CollKind, int, int, int, bool], float] = {}
         self._strides: dict[tuple[int, ...], int] = {}
+        self._p2p: dict[tuple[int, int], float] = {}
 
     @property
     def num_npus(self) -> int:
@@ -65,7 +66,12 @@ class ClusterNetwork:
         return t
 
     def p2p_s(self, src: int, dst: int, size_bytes: int) -> float:
-        return collective_s(Collective.SEND_RECV, float(size_bytes), group_net(self.cluster, 2, abs(dst - src)))
+        key = (abs(dst - src), size_bytes)
+        t = self._p2p.get(key)
+        if t is None:
+            g = group_net(self.cluster, 2, key[0])
+            t = self._p2p[key] = collective_s(Collective.SEND_RECV, float(size_bytes), g)
+        return t
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:
         """(rank, level) for every level the group crosses."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from distscope.errors import DistscopeError
 from distscope.sim.network import NetworkModel
@@ -50,8 +51,7 @@ class RankProgram:
     """One simulated rank, as flat per-node lists (index = position in the trace)."""
 
     rank: int
-    names: list[str]
-    ids: list[int]
+    nodes: tuple[Node, ...]
     kind: list[int]
     dur_s: list[float]
     children: list[list[int]]
@@ -60,6 +60,14 @@ class RankProgram:
     inst: list[int]  # collective instance id, -1 otherwise
     peer: list[tuple[int, int] | None]  # RECV: (simulated rank index, node index) of its send
     resources: list[tuple[Hashable, ...]]
+
+    @cached_property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    @cached_property
+    def ids(self) -> list[int]:
+        return [n.id for n in self.nodes]
 
 
 @dataclass
@@ -139,10 +147,13 @@ def compile_program(
     for rank in traced:
         graph = traces.graphs[rank]
         groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        members_of: dict[str, tuple[str, tuple[int, ...]]] = {}
         for i, node in enumerate(graph.nodes):
             if node.kind is NodeKind.COMM_COLL:
-                members = traces.members(node.pg_name, rank)
-                groups.setdefault((node.pg_name, members), []).append(i)
+                gkey = members_of.get(node.pg_name)
+                if gkey is None:
+                    gkey = members_of[node.pg_name] = (node.pg_name, traces.members(node.pg_name, rank))
+                groups.setdefault(gkey, []).append(i)
             elif node.kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV):
                 is_send = node.kind is NodeKind.COMM_SEND
                 peer = node.comm_dst if is_send else node.comm_src
@@ -201,20 +212,22 @@ def compile_program(
         m = len(graph.nodes)
         rp = RankProgram(
             rank=rank,
-            names=[n.name for n in graph.nodes],
-            ids=[n.id for n in graph.nodes],
+            nodes=graph.nodes,
             kind=_kind_codes(graph.nodes),
             dur_s=[0.0] * m,
             children=[[] for _ in range(m)],
-            indeg=[len(n.deps) for n in graph.nodes],
+            indeg=[len(n.data_deps) + len(n.ctrl_deps) for n in graph.nodes],
             stream=[-1] * m,
             inst=[-1] * m,
             peer=[None] * m,
             resources=[()] * m,
         )
+        children = rp.children
         for i, node in enumerate(graph.nodes):
-            for d in node.deps:
-                rp.children[index[d]].append(i)
+            for d in node.data_deps:
+                children[index[d]].append(i)
+            for d in node.ctrl_deps:
+                children[index[d]].append(i)
             code = rp.kind[i]
             if code == COMPUTE:
                 rp.dur_s[i] = _compute_s(node, device)

@@ -188,6 +188,7 @@ class _Graph:
         self.chain: int | None = None
         self.joins: list[int] = []
         self.groups: dict[str, tuple[int, ...]] = {}
+        self._group: dict[Group, tuple[str, tuple[int, ...], bool]] = {}
 
     def add(self, deps: tuple[int, ...], **kw: object) -> int:
         nid = len(self.nodes)
@@ -209,10 +210,17 @@ class _Graph:
 
     def coll(self, op: CommOp, name: str, deps: tuple[int, ...] | None = None) -> int | None:
         """A collective: on the chain (blocking), or after `deps` off the chain."""
-        if _size(self.spec, op.group) == 1 or op.size_bytes == 0:
+        if op.size_bytes == 0:
             return None
-        pg, members = self.spec.group(op.group, self.rank)
-        self.groups[pg] = members
+        cached = self._group.get(op.group)
+        if cached is None:
+            pg, members = self.spec.group(op.group, self.rank)
+            cached = self._group[op.group] = (pg, members, _size(self.spec, op.group) > 1)
+            if cached[2]:
+                self.groups[pg] = members
+        pg, members, used = cached
+        if not used:
+            return None
         kw = dict(name=name, kind=NodeKind.COMM_COLL, comm_kind=op.kind, comm_size_bytes=op.size_bytes, pg_name=pg)
         if deps is None:
             return self.on_chain(**kw)
