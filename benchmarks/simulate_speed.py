@@ -120,13 +120,15 @@ def step_figure(sc, *, symmetric: bool) -> dict[str, float]:  # type: ignore[no-
     from distscope.sim.program import compile_program
     from distscope.trace.builder import build_traces
     from distscope.trace.from_plan import step_spec
+    from distscope.trace.gcpause import gc_paused
 
     t0 = time.perf_counter()
     traces = build_traces(step_spec(sc.spec, sc.shape, sc.cluster, sc.plan), symmetric=symmetric)
     t1 = time.perf_counter()
-    program = compile_program(traces, ClusterNetwork(sc.cluster), symmetric=False, with_resources=False)
-    t2 = time.perf_counter()
-    outcome = simulate_program(program)
+    with gc_paused():  # as run_traces does
+        program = compile_program(traces, ClusterNetwork(sc.cluster), symmetric=False, with_resources=False)
+        t2 = time.perf_counter()
+        outcome = simulate_program(program)
     t3 = time.perf_counter()
     result = summarize(outcome)
     nodes = sum(len(g.nodes) for g in traces.graphs.values())

@@ -8,6 +8,7 @@ from distscope.sim.engine import SimOutcome, simulate_program
 from distscope.sim.network import NetworkMode, NetworkModel
 from distscope.sim.program import Device, compile_program
 from distscope.sim.result import SimResult, summarize
+from distscope.trace.gcpause import gc_paused
 from distscope.trace.traceset import TraceSet
 
 
@@ -22,6 +23,19 @@ def run_traces(
 ) -> SimOutcome:
     """Compile (validate, match, fold symmetric ranks) and simulate."""
     t0 = time.perf_counter()
+    with gc_paused():
+        return _run(traces, network, mode, symmetric, device, single_comm_stream, t0)
+
+
+def _run(
+    traces: TraceSet,
+    network: NetworkModel,
+    mode: NetworkMode,
+    symmetric: bool,
+    device: Device | None,
+    single_comm_stream: bool,
+    t0: float,
+) -> SimOutcome:
     program = compile_program(
         traces,
         network,

@@ -19,6 +19,7 @@ import enum
 from dataclasses import dataclass, field, replace
 
 from distscope.errors import DistscopeError
+from distscope.trace.gcpause import gc_paused
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
 from distscope.trace.schedule import Schedule, stage_order
 from distscope.trace.traceset import TraceSet
@@ -380,6 +381,11 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
 def build_traces(spec: StepSpec, *, symmetric: bool = False) -> TraceSet:
     """All ranks' graphs, or with `symmetric` one representative per pipeline stage
     (rank (0, 0, 0, s)): ranks of one stage run identical graphs on identically shaped groups."""
+    with gc_paused():
+        return _build_traces(spec, symmetric)
+
+
+def _build_traces(spec: StepSpec, symmetric: bool) -> TraceSet:
     if symmetric:
         reps = [spec.rank(0, 0, 0, s) for s in range(spec.pp)]
         class_of = tuple(spec.rank(0, 0, 0, spec.coords(r)[3]) for r in range(spec.world))
