@@ -56,7 +56,15 @@ print(f"fitted: {fitted}")
 print(f"MAPE={s['mape_pct']:.2f}% max={s['max_ape_pct']:.2f}% ({time.time() - t0:.0f}s, {res.nfev} evaluations)")
 if "--write" in sys.argv:
     path = Path(__file__).resolve().parents[1] / "src/distscope/model/data/calibration.json"
-    path.write_text(json.dumps({**fitted, "_source": f"benchmarks/calibrate.py on {CSV}: MAPE "
-                                f"{s['mape_pct']:.2f}%, max {s['max_ape_pct']:.2f}%"}, indent=1) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                **fitted,
+                "_source": f"benchmarks/calibrate.py on {CSV}: MAPE {s['mape_pct']:.2f}%, max {s['max_ape_pct']:.2f}%",
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {path}")
 print(json.dumps({"mape_pct": s["mape_pct"], "max_ape_pct": s["max_ape_pct"], **fitted}))

@@ -58,10 +58,18 @@ def main() -> None:
     dt = time.perf_counter() - t0
     rate = n / dt
     print(f"plans in sweep: {len(plans)}; first pass (cold caches): {len(plans) / cold_s:,.0f} evaluations/s")
-    print(f"steady state: {n} evaluations in {dt:.2f} s = {rate:,.0f} evaluations/s on one core "
-          f"(target 5,000; Calculon ~240)")
-    result = {"evaluations_per_s": round(rate, 1), "cold_evaluations_per_s": round(len(plans) / cold_s, 1),
-              "plans": len(plans), "evaluations": n, "seconds": round(dt, 3), "target": 5000}
+    print(
+        f"steady state: {n} evaluations in {dt:.2f} s = {rate:,.0f} evaluations/s on one core "
+        f"(target 5,000; Calculon ~240)"
+    )
+    result = {
+        "evaluations_per_s": round(rate, 1),
+        "cold_evaluations_per_s": round(len(plans) / cold_s, 1),
+        "plans": len(plans),
+        "evaluations": n,
+        "seconds": round(dt, 3),
+        "target": 5000,
+    }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -41,3 +41,12 @@ def main() -> None:
     except DistscopeError as exc:
         print(f"distscope: error: {exc}", file=sys.stderr)
         sys.exit(2)
+
+
+from distscope.sim.cli import simulate as _simulate  # noqa: E402
+
+app.command(name="simulate")(_simulate)
+
+from distscope.trace.cli import trace_app as _trace_app  # noqa: E402
+
+app.add_typer(_trace_app, name="trace")

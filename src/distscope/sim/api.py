@@ -1,0 +1,70 @@
+"""One call from traces + network model to per-rank results."""
+
+from __future__ import annotations
+
+import time
+
+from distscope.sim.engine import SimOutcome, simulate_program
+from distscope.sim.network import NetworkMode, NetworkModel
+from distscope.sim.program import Device, compile_program
+from distscope.sim.result import SimResult, summarize
+from distscope.trace.gcpause import gc_paused
+from distscope.trace.traceset import TraceSet
+
+
+def run_traces(
+    traces: TraceSet,
+    network: NetworkModel,
+    *,
+    mode: NetworkMode = NetworkMode.UNAWARE,
+    symmetric: bool = True,
+    device: Device | None = None,
+    single_comm_stream: bool = False,
+) -> SimOutcome:
+    """Compile (validate, match, fold symmetric ranks) and simulate."""
+    t0 = time.perf_counter()
+    with gc_paused():
+        return _run(traces, network, mode, symmetric, device, single_comm_stream, t0)
+
+
+def _run(
+    traces: TraceSet,
+    network: NetworkModel,
+    mode: NetworkMode,
+    symmetric: bool,
+    device: Device | None,
+    single_comm_stream: bool,
+    t0: float,
+) -> SimOutcome:
+    program = compile_program(
+        traces,
+        network,
+        device=device,
+        symmetric=symmetric,
+        single_comm_stream=single_comm_stream,
+        with_resources=mode is NetworkMode.SHARED,
+    )
+    outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
+
+
+def simulate_traces(
+    traces: TraceSet,
+    network: NetworkModel,
+    *,
+    mode: NetworkMode = NetworkMode.UNAWARE,
+    symmetric: bool = True,
+    device: Device | None = None,
+    single_comm_stream: bool = False,
+) -> SimResult:
+    return summarize(
+        run_traces(
+            traces,
+            network,
+            mode=mode,
+            symmetric=symmetric,
+            device=device,
+            single_comm_stream=single_comm_stream,
+        )
+    )

@@ -1,0 +1,168 @@
+"""`distscope simulate`: run Chakra execution traces on a network model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from distscope.errors import DistscopeError, closest
+
+if TYPE_CHECKING:
+    from distscope.sim.result import SimResult
+
+MODES = ("unaware", "shared")
+STREAMS = ("per-group", "single")
+
+
+def _resolve_prefix(target: str) -> str:
+    from distscope.trace.chakra_io import prefixes_in
+
+    path = Path(target)
+    if path.is_dir():
+        found = prefixes_in(path)
+        if not found:
+            raise DistscopeError(f"trace directory {target!r}: no PREFIX.<rank>.et files")
+        if len(found) > 1:
+            raise DistscopeError(
+                f"trace directory {target!r} holds several traces ({', '.join(found[:6])}); pass DIR/PREFIX"
+            )
+        return str(path / found[0])
+    return target
+
+
+def simulate(
+    target: Annotated[str, typer.Argument(help="Trace directory, or PREFIX of PREFIX.<rank>.et files.")],
+    network: Annotated[Path | None, typer.Option("--network", help="ASTRA-sim analytical network .yml.")] = None,
+    system: Annotated[Path | None, typer.Option("--system", help="ASTRA-sim system .json.")] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-c", help="Cluster preset (see `distscope clusters`); needs --gpus.")
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs of the --cluster preset.")] = None,
+    link: Annotated[
+        str | None, typer.Option("--link", help="With --cluster: level bandwidths in GB/s, e.g. nvlink=300,ib=25.")
+    ] = None,
+    network_mode: Annotated[
+        str,
+        typer.Option(
+            "--network-mode",
+            help="unaware: each transfer priced alone (ASTRA-sim congestion-unaware); shared: concurrent "
+            "transfers share a level's bandwidth, store-and-forward hops (like ASTRA-sim congestion-aware).",
+        ),
+    ] = "unaware",
+    symmetry: Annotated[
+        bool,
+        typer.Option("--symmetry/--no-symmetry", help="Simulate one representative per class of equivalent ranks."),
+    ] = True,
+    comm_streams: Annotated[
+        str,
+        typer.Option(
+            "--comm-streams",
+            help="per-group: one collective stream per process group (NCCL); single: all collectives of a "
+            "rank in one queue (ASTRA-sim's system layer).",
+        ),
+    ] = "per-group",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    timeline: Annotated[
+        Path | None,
+        typer.Option("--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."),
+    ] = None,
+) -> None:
+    """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
+    from distscope.dtypes import DType
+    from distscope.sim.api import run_traces
+    from distscope.sim.astra_config import read_network, read_system
+    from distscope.sim.network import AstraNetwork, NetworkMode, NetworkModel
+    from distscope.sim.program import Device
+    from distscope.sim.result import summarize, write_timeline
+    from distscope.trace.chakra_io import MANIFEST, read_symmetric, read_traces
+
+    if network_mode not in MODES:
+        raise DistscopeError(
+            f"--network-mode={network_mode!r} is not one of {list(MODES)}{closest(network_mode, MODES)}"
+        )
+    mode = NetworkMode(network_mode)
+    if comm_streams not in STREAMS:
+        raise DistscopeError(
+            f"--comm-streams={comm_streams!r} is not one of {list(STREAMS)}{closest(comm_streams, STREAMS)}"
+        )
+    model: NetworkModel
+    if cluster is not None:
+        if network is not None or system is not None:
+            raise DistscopeError("give either --cluster/--gpus or --network/--system, not both")
+        if gpus is None:
+            raise DistscopeError(f"--cluster={cluster!r} needs --gpus")
+        from distscope.scenario import build_cluster
+        from distscope.sim.cluster_network import ClusterNetwork
+
+        c = build_cluster(cluster, gpus, link)
+        model = ClusterNetwork(c)
+        device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
+        where = f"cluster {cluster!r} x{gpus}"
+        npus = c.num_gpus
+    else:
+        if network is None or system is None:
+            raise DistscopeError("simulate needs --network NET.yml and --system SYS.json, or --cluster NAME --gpus N")
+        net = read_network(network)
+        sysc = read_system(system, len(net.dims))
+        model = AstraNetwork(net, sysc, mode)
+        device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
+        where = f"network {str(network)!r}"
+        npus = net.num_npus
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status("reading traces", spinner="dots") if not as_json else _Null():
+        symmetric_dir = Path(target, MANIFEST).is_file()
+        traces = read_symmetric(target) if symmetric_dir else read_traces(_resolve_prefix(target))
+    if traces.num_ranks != npus:
+        raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
+    with console.status("simulating", spinner="dots") if not as_json else _Null():
+        outcome = run_traces(
+            traces,
+            model,
+            mode=mode,
+            symmetric=symmetry,
+            device=device,
+            single_comm_stream=comm_streams == "single",
+        )
+    result = summarize(outcome)
+    if timeline is not None:
+        write_timeline(outcome, timeline)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        return
+    _print_table(result)
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _print_table(result: SimResult) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"step time {result.step_time_s * 1e3:.6f} ms")
+    for col in ("rank", "finish ms", "compute ms", "exposed comm ms"):
+        table.add_column(col, justify="right")
+    shown = result.ranks if len(result.ranks) <= 16 else result.ranks[:8] + result.ranks[-8:]
+    for r in shown:
+        table.add_row(
+            str(r.rank),
+            f"{r.finish_s * 1e3:.6f}",
+            f"{r.compute_s * 1e3:.6f}",
+            f"{r.exposed_comm_s * 1e3:.6f}",
+        )
+    Console().print(table)
+    Console().print(
+        f"{len(result.ranks)} ranks ({result.simulated_ranks} simulated), {result.events} events, "
+        f"{result.wall_s:.3f} s wall"
+    )

@@ -1,0 +1,115 @@
+"""Per-rank summary of a simulation and its Chrome/Perfetto timeline."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from distscope.sim.engine import SimOutcome
+from distscope.sim.program import COMPUTE
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankResult:
+    rank: int
+    finish_s: float
+    compute_s: float
+    exposed_comm_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimResult:
+    step_time_s: float
+    ranks: tuple[RankResult, ...]
+    events: int
+    wall_s: float
+    simulated_ranks: int
+
+    def to_json(self) -> dict[str, object]:
+        out = asdict(self)
+        out["ranks"] = [asdict(r) for r in self.ranks]
+        return out
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus_len(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of union `a` not covered by union `b` (both sorted, disjoint)."""
+    total = 0.0
+    j = 0
+    for s, e in a:
+        covered = 0.0
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            covered += min(e, b[k][1]) - max(s, b[k][0])
+            k += 1
+        total += (e - s) - covered
+    return total
+
+
+def summarize(outcome: SimOutcome) -> SimResult:
+    """Finish, compute and exposed-communication time per rank (exposed = communication time during
+    which the compute stream is idle)."""
+    per_sim = []
+    for prog, times in zip(outcome.program.ranks, outcome.times, strict=True):
+        comp: list[tuple[float, float]] = []
+        comm: list[tuple[float, float]] = []
+        for i, kind in enumerate(prog.kind):
+            iv = (times.start[i], times.end[i])
+            (comp if kind == COMPUTE else comm).append(iv)
+        comp_u = _union(comp)
+        finish = max(times.end, default=0.0)
+        per_sim.append((finish, sum(e - s for s, e in comp_u), _minus_len(_union(comm), comp_u)))
+    ranks = tuple(
+        RankResult(rank=r, finish_s=per_sim[k][0], compute_s=per_sim[k][1], exposed_comm_s=per_sim[k][2])
+        for r, k in enumerate(outcome.program.class_of)
+    )
+    return SimResult(
+        step_time_s=max(r.finish_s for r in ranks),
+        ranks=ranks,
+        events=outcome.events,
+        wall_s=outcome.wall_s,
+        simulated_ranks=len(outcome.program.ranks),
+    )
+
+
+def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) -> None:
+    """Chrome trace-event JSON (opens in Perfetto): one process per simulated rank, thread 0 = compute,
+    thread 1 = communication. Times in microseconds."""
+    events: list[dict[str, object]] = []
+    members: dict[int, list[int]] = {}
+    for r, k in enumerate(outcome.program.class_of):
+        members.setdefault(k, []).append(r)
+    for k, (prog, times) in enumerate(zip(outcome.program.ranks, outcome.times, strict=True)):
+        if k >= max_ranks:
+            break
+        label = f"rank {prog.rank}" + (f" (+{len(members[k]) - 1} equivalent)" if len(members[k]) > 1 else "")
+        events.append({"ph": "M", "name": "process_name", "pid": prog.rank, "args": {"name": label}})
+        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 0, "args": {"name": "compute"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 1, "args": {"name": "comm"}})
+        for i, kind in enumerate(prog.kind):
+            s, e = times.start[i], times.end[i]
+            events.append(
+                {
+                    "ph": "X",
+                    "name": prog.names[i] or str(prog.ids[i]),
+                    "pid": prog.rank,
+                    "tid": 0 if kind == COMPUTE else 1,
+                    "ts": s * 1e6,
+                    "dur": (e - s) * 1e6,
+                    "args": {"node": prog.ids[i]},
+                }
+            )
+    Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))

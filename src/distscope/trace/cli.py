@@ -1,0 +1,139 @@
+"""`distscope trace ...`: inspect and generate Chakra execution traces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from distscope import scenario as S
+
+trace_app = typer.Typer(help="Chakra execution traces: inspect and generate.", no_args_is_help=True)
+
+
+@trace_app.command("info")
+def info(
+    target: Annotated[str, typer.Argument(help="Trace directory with one trace, or PREFIX of PREFIX.<rank>.et.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ranks, node counts by kind, collectives and process groups of a trace set."""
+    from distscope.sim.cli import _resolve_prefix
+    from distscope.trace.chakra_io import read_traces
+
+    traces = read_traces(_resolve_prefix(target))
+    kinds: Counter[str] = Counter()
+    colls: Counter[str] = Counter()
+    for graph in traces.graphs.values():
+        for node in graph.nodes:
+            kinds[node.kind.value] += 1
+            if node.comm_kind is not None:
+                colls[node.comm_kind.value] += 1
+    out = {
+        "ranks": traces.num_ranks,
+        "nodes": sum(kinds.values()),
+        "by_kind": dict(sorted(kinds.items())),
+        "collectives": dict(sorted(colls.items())),
+        "process_groups": len(traces.process_groups),
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(out) + "\n")
+        return
+    for key, value in out.items():
+        typer.echo(f"{key}: {value}")
+
+
+@trace_app.command("generate")
+def generate(
+    out_dir: Annotated[Path, typer.Option("-o", "--out", help="Directory to write the traces into.")],
+    model: S.ModelOpt = "llama3-8b",
+    cluster: S.ClusterOpt = "dgx-h100",
+    gpus: S.GpusOpt = 8,
+    dp: S.DpOpt = None,
+    tp: S.TpOpt = 1,
+    pp: S.PpOpt = 1,
+    vp: S.VpOpt = 1,
+    cp: S.CpOpt = 1,
+    ep: S.EpOpt = 1,
+    sequence_parallel: S.SpOpt = False,
+    zero: S.ZeroOpt = 1,
+    distributed_optimizer: S.DistOptOpt = False,
+    micro_batch: S.MicroOpt = 1,
+    global_batch: S.GlobalOpt = 128,
+    seq: S.SeqOpt = 4096,
+    recompute: S.RecomputeOpt = "none",
+    recompute_layers: S.RecomputeLayersOpt = 0,
+    schedule: S.ScheduleOpt = None,
+    precision: S.PrecisionOpt = "bf16",
+    overlap: S.OverlapOpt = "dp,tp,pp",
+    attention: S.AttentionOpt = "flash",
+    stage_layers: S.StageLayersOpt = None,
+    link: S.LinkOpt = None,
+    prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
+    symmetric: Annotated[
+        bool,
+        typer.Option(
+            "--symmetric/--full",
+            help="--symmetric: one trace per pipeline stage (its ranks are equivalent) plus manifest.json; "
+            "--full: one trace per rank.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a one-line JSON summary.")] = False,
+) -> None:
+    """Write Chakra execution traces of one training step of a plan (same flags as `distscope estimate`)."""
+    from rich.console import Console
+
+    from distscope.trace.builder import build_traces
+    from distscope.trace.chakra_io import write_symmetric, write_traces
+    from distscope.trace.from_plan import step_spec
+
+    sc = S.build_scenario(
+        model=model,
+        cluster=cluster,
+        gpus=gpus,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        vp=vp,
+        cp=cp,
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        zero=zero,
+        distributed_optimizer=distributed_optimizer,
+        micro_batch=micro_batch,
+        global_batch=global_batch,
+        seq=seq,
+        recompute=recompute,
+        recompute_layers=recompute_layers,
+        schedule=schedule,
+        precision=precision,
+        overlap=overlap,
+        attention=attention,
+        stage_layers=stage_layers,
+        link=link,
+    )
+    console = Console(stderr=True)
+    with console.status("building traces", spinner="dots"):
+        traces = build_traces(step_spec(sc.spec, sc.shape, sc.cluster, sc.plan), symmetric=symmetric)
+    with console.status(f"writing {len(traces.graphs)} trace files to {out_dir}", spinner="dots"):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if symmetric:
+            write_symmetric(out_dir, traces, prefix=prefix)
+        else:
+            write_traces(out_dir / prefix, traces)
+    summary = {
+        "out": str(out_dir),
+        "ranks": traces.num_ranks,
+        "files": len(traces.graphs),
+        "nodes": sum(len(g.nodes) for g in traces.graphs.values()),
+        "symmetric": symmetric,
+        "plan": sc.plan.degrees(),
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    for key, value in summary.items():
+        typer.echo(f"{key}: {value}")
