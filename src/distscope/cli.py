@@ -16,6 +16,8 @@ from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
 from distscope.search.cli import plan_cmd
+from distscope.sim.cli import simulate as simulate_cmd
+from distscope.trace.cli import trace_app
 from distscope.validate.cli import validate_cmd
 
 app = typer.Typer(
@@ -27,11 +29,13 @@ app = typer.Typer(
 )
 app.command("estimate")(estimate_cmd)
 app.command("plan")(plan_cmd)
+app.command("simulate")(simulate_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
 app.command("clusters")(clusters_cmd)
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
+app.add_typer(trace_app, name="trace")
 
 
 def main() -> None:
@@ -42,11 +46,3 @@ def main() -> None:
         print(f"distscope: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
-
-from distscope.sim.cli import simulate as _simulate  # noqa: E402
-
-app.command(name="simulate")(_simulate)
-
-from distscope.trace.cli import trace_app as _trace_app  # noqa: E402
-
-app.add_typer(_trace_app, name="trace")
