@@ -254,6 +254,17 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # with that: their step time is max(compute, gathers) + reduce-scatter).
             z3_exp = (max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag) + z3_rs
             stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
+        elif plan.zero_stage == 2:
+            # ZeRO-2 keeps only a gradient shard, so every micro-batch's gradients are reduce-scattered
+            # before the next one accumulates (DeepSpeed stage 2; FSDP SHARD_GRAD_OP with gradient
+            # sync); only the weight all-gather is once per step.
+            z3_exp = max(0.0, t_rs - bwd) if Dim.DP in plan.overlap else t_rs
+            stage_dp_tot = t_rs * m + t_ag + codec * m
+            if Dim.DP in plan.overlap:  # the last micro-batch's last bucket is never hidden
+                stage_dp_exp = t_rs * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0)) + max(0.0, t_ag - fwd)
+            else:
+                stage_dp_exp = t_ag
+            stage_dp_exp += codec
         else:
             z3_exp = 0.0
             stage_dp_tot = t_dp_step

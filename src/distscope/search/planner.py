@@ -89,9 +89,9 @@ def step_time(c: Candidate) -> float:
 
 def simplest_first(c: Candidate) -> tuple[float, ...]:
     """Rank by step time; exact ties (e.g. cp and dp swapped with the same tokens per GPU) go to the
-    plan with fewer moving parts: smaller cp, ep, vp, pp, tp, no recompute."""
+    plan with fewer moving parts: smaller cp, ep, vp, pp, tp, lower ZeRO stage, no recompute."""
     p = c.plan
-    return (c.step_time_s, p.cp, p.ep, p.vp, p.pp, p.tp, p.recompute_layers)
+    return (c.step_time_s, p.cp, p.ep, p.vp, p.pp, p.tp, p.zero_stage, p.recompute_layers)
 
 
 def comm_free_time(c: Candidate) -> float:
