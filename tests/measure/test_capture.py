@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections import Counter
 
-from conftest import SCRIPTS, env, torchrun
+from measure_support import SCRIPTS, env, torchrun
 from distscope.measure.calls import load_calls
 from distscope.measure.ops import CollectiveOp as Op
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import env
+from measure_support import env
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError
 from distscope.model.comm_volume import (

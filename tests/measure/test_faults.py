@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, SCRIPTS, env, torchrun
+from measure_support import ROOT, SCRIPTS, env, torchrun
 from distscope.measure.calls import load_calls
 from distscope.measure.straggler import find_stragglers
 

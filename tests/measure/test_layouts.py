@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, env, torchrun
+from measure_support import EXAMPLES, ROOT, env, torchrun
 from distscope.dtypes import DType
 from distscope.measure.calls import load_calls
 from distscope.measure.summary import bytes_per_op_dim

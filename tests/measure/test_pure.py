@@ -204,7 +204,7 @@ def test_cli_bad_input_is_one_line(args, message, tmp_path):
     import subprocess
     import sys
 
-    from conftest import env
+    from measure_support import env
 
     proc = subprocess.run(
         [sys.executable, "-m", "distscope", "measure", *args],
