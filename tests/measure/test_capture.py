@@ -7,6 +7,7 @@ import subprocess
 from collections import Counter
 
 from measure_support import SCRIPTS, env, torchrun
+
 from distscope.measure.calls import load_calls
 from distscope.measure.ops import CollectiveOp as Op
 

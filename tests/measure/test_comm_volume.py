@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from measure_support import env
+
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError
 from distscope.model.comm_volume import (

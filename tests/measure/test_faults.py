@@ -7,6 +7,7 @@ import sys
 import time
 
 from measure_support import ROOT, SCRIPTS, env, torchrun
+
 from distscope.measure.calls import load_calls
 from distscope.measure.straggler import find_stragglers
 

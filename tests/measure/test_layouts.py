@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 import pytest
-
 from measure_support import EXAMPLES, ROOT, env, torchrun
+
 from distscope.dtypes import DType
 from distscope.measure.calls import load_calls
 from distscope.measure.summary import bytes_per_op_dim

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from measure_support import ROOT, env
+
 from distscope.measure.calibrate import calibrate
 from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.profile import alpha_beta, load_profile
