@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError, closest
 
 
@@ -60,15 +61,16 @@ _ALIASES = {
 
 
 def busbw_factor(op: CollectiveOp, nranks: int) -> float:
-    """busbw / algbw for `op` over `nranks` ranks (nccl-tests doc/PERFORMANCE.md, "Summary")."""
+    """busbw / algbw for `op` over `nranks` ranks (nccl-tests doc/PERFORMANCE.md, "Summary").
+
+    The factors live with the cost model (`comm.Collective.busbw_factor`); ops the model does not price
+    (send, recv, gather, scatter, barrier) have factor 1."""
     if nranks < 1:
         raise DistscopeError(f"nranks={nranks} must be >= 1")
-    n = nranks
-    if op is CollectiveOp.ALL_REDUCE:
-        return 2.0 * (n - 1) / n
-    if op in (CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_GATHER, CollectiveOp.ALL_TO_ALL):
-        return (n - 1) / n
-    return 1.0
+    try:
+        return Collective(op.value).busbw_factor(nranks)
+    except ValueError:
+        return 1.0
 
 
 def bandwidths_GBps(op: CollectiveOp, size_bytes: int, time_s: float, nranks: int) -> tuple[float, float]:
