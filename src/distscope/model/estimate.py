@@ -66,7 +66,7 @@ def _tp_layer_comm(D: float, g: GroupNet, sp: bool) -> float:
     return collective_s(Collective.ALL_REDUCE, D, g)
 
 
-def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan: Plan) -> tuple[float, float]:
+def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan: Plan) -> tuple[float, float]:
     """(dense params, expert params) held by one GPU of a stage."""
     dense = float(sl.dense * P.dense_params_per_layer(spec, False))
     experts = 0.0
@@ -209,7 +209,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tp_tot += x
             tp_exp += x
             first_extra = x
-        dense_p, expert_p = _stage_params(spec, sl, first, last, plan)
+        dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
         wbytes = e

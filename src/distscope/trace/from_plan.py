@@ -24,8 +24,8 @@ from distscope.model.efficiency import mem_time_s
 from distscope.model.estimate import (
     ADAM_BYTES_PER_PARAM,
     DDP_BUCKET_PARAMS,
-    _stage_params,
     recompute_fraction,
+    stage_params,
 )
 from distscope.model.layer import head_cost, layer_cost
 from distscope.model.stages import chunk_sizes, stage_layers
@@ -143,7 +143,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     ndp = dp * cp
     for i, sl in enumerate(stages):
         first, last = i == 0, i == pp - 1
-        dense_p, expert_p = _stage_params(spec, sl, first, last, plan)
+        dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         shard = ndp if plan.shards_optimizer else 1
         opt_s = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
