@@ -40,6 +40,8 @@ def plan_cmd(
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Also search quantized communication (DP grads, ZeRO weights, TP activations).")] = True,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
     link: S.LinkOpt = None,
+    simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
+    network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -68,6 +70,11 @@ def plan_cmd(
 
     if top < 1:
         raise DistscopeError(f"--top={top} must be >= 1")
+    if simulate_top < 0:
+        raise DistscopeError(f"--simulate-top={simulate_top} must be >= 0")
+    from distscope.sim.network import NetworkMode
+
+    mode = parse_enum(NetworkMode, network_mode, "--network-mode")
     spec = get_model(model)
     seq = seq if seq is not None else min(spec.max_positions or 8192, 8192)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
@@ -93,7 +100,13 @@ def plan_cmd(
                              f"seq={seq}, precision={precision}); evaluated {res.evaluated} plans, none within "
                              f"{c.device.hbm_bytes / 2**30:.0f} GiB per GPU")
     best = res.best
-    second = runner_up(res.top)
+    simulated = []
+    if simulate_top:
+        from distscope.search.rerank import simulate_candidates
+
+        simulated = simulate_candidates(spec, shape, c, list(res.top[:simulate_top]), mode=mode)  # type: ignore[arg-type]
+        best = simulated[0].candidate
+    second = runner_up((best, *[x for x in res.top if x is not best]))
     why = explain(best, second, spec.layers) if second is not None else "only one feasible plan"
     other = other_layout(res.pool)
     why_layout = explain(best, other, spec.layers) if other is not None else ""
@@ -108,12 +121,21 @@ def plan_cmd(
             "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
             "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
             "megatron_args": meg, "torchtitan_toml": titan, "estimate_command": again,
+            "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
+                           "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
+            "network_mode": mode.value,
         })
         return
     out.print(top_table(res, f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
                              f"{space.precision.value}: top {len(res.top)} of {res.feasible:,} feasible plans"))
     out.print(breakdown_table(best))
     out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s")
+    if simulated:
+        out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network, symmetric traces); "
+                  "ranked by simulated step time:")
+        for i, x in enumerate(simulated, 1):
+            out.print(f"  {i}. {x.candidate.plan.degrees()}: simulated {x.simulated_step_s:.3f} s, "
+                      f"estimated {x.estimated_step_s:.3f} s ({x.sim_wall_s:.2f} s to simulate)", markup=False)
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
     if why_layout:
         out.print(f"[bold]vs the best other tp/pp layout[/bold]: {why_layout}")
