@@ -13,8 +13,8 @@ src/distscope/model/data/calibration.json, which efficiency.py loads.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +25,11 @@ from distscope.model.layer import head_cost, layer_cost
 from distscope.validate.harness import predict_row, summary
 from distscope.validate.rows import parse_row, read_rows
 
-CSV = next((a for a in sys.argv[1:] if not a.startswith("--")), "../shared/validation/published_runs.csv")
+ap = argparse.ArgumentParser(description="Fit the estimator's global efficiency parameters to published runs.")
+ap.add_argument("csv", nargs="?", default="../shared/validation/published_runs.csv", help="published-runs CSV")
+ap.add_argument("--write", action="store_true", help="store the fit in src/distscope/model/data/calibration.json")
+args = ap.parse_args()
+CSV = args.csv
 rows = [parse_row(r, line) for line, r in read_rows(CSV)]
 NAMES = ["a100_fp16", "h100_bf16", "h100_fp8", "kappa", "flash_rel"]
 # Physically plausible ranges, from public microbenchmarks (see model/efficiency.py): a fit outside
@@ -54,7 +58,7 @@ s = summary([predict_row(r) for r in rows])
 fitted = {n: round(float(v), 4) for n, v in zip(NAMES, res.x, strict=True)}
 print(f"fitted: {fitted}")
 print(f"MAPE={s['mape_pct']:.2f}% max={s['max_ape_pct']:.2f}% ({time.time() - t0:.0f}s, {res.nfev} evaluations)")
-if "--write" in sys.argv:
+if args.write:
     path = Path(__file__).resolve().parents[1] / "src/distscope/model/data/calibration.json"
     path.write_text(
         json.dumps(
