@@ -17,7 +17,7 @@ from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule, derive
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.workload.catalog import get_model
-from distscope.workload.spec import ModelSpec
+from distscope.workload.spec import ModelSpec, PositionKind
 from distscope.workload.training import TrainingShape
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog key (see `distscope models`) or a Hugging Face config.json path.")]
@@ -99,6 +99,13 @@ def with_profile(c: Cluster, profile: str | None) -> Cluster:
     return apply_profile(c, load_profile(Path(profile)))
 
 
+def check_seq(spec: ModelSpec, seq: int) -> None:
+    """A model with a learned position table cannot run longer sequences than the table has rows."""
+    if spec.position is PositionKind.LEARNED and seq > spec.max_positions:
+        raise DistscopeError(f"--seq={seq} exceeds model {spec.name}'s learned position table "
+                             f"({spec.max_positions} positions); use --seq {spec.max_positions} or less")
+
+
 def build_cluster(cluster: str, gpus: int, link: str | None = None, profile: str | None = None) -> Cluster:
     c = get_cluster(cluster, gpus)
     links = parse_links(link)
@@ -111,6 +118,7 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
                    precision: str, overlap: str, attention: str, stage_layers: str | None,
                    link: str | None, profile: str | None = None) -> Scenario:
     spec = get_model(model)
+    check_seq(spec, seq)
     c = build_cluster(cluster, gpus, link, profile)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B

@@ -52,6 +52,7 @@ def test_validate_json_without_torch(shared_dir) -> None:
     (["estimate", "--recompute", "some"], "--recompute='some' is not valid"),
     (["estimate", "--link", "nvlnk=300"], "link 'nvlnk' is not a level"),
     (["validate", "/nonexistent.csv"], "cannot read"),
+    (["estimate", "--model", "gpt3-175b", "--seq", "4096"], "--seq=4096 exceeds model gpt3-175b's learned position table"),
 ])
 def test_bad_input_is_one_line(args, needle) -> None:
     r = run(*args)

@@ -77,6 +77,7 @@ def plan_cmd(
     mode = parse_enum(NetworkMode, network_mode, "--network-mode")
     spec = get_model(model)
     seq = seq if seq is not None else min(spec.max_positions or 8192, 8192)
+    S.check_seq(spec, seq)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     c = S.build_cluster(cluster, gpus, link)
     space = SearchSpace(
