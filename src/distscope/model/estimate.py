@@ -199,8 +199,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             fwd += head.fwd_s
             bwd += head.bwd_s
             flops += head.model_flops
-            if tp > 1:  # LM head input gather/scatter (or all-reduce) once forward and once backward
-                x = 2 * _tp_layer_comm(D_tp, g_tp, plan.sp) / (2 if not plan.sp else 1)
+            if tp > 1:  # LM head input: all-gather forward + reduce-scatter backward (SP), or one backward all-reduce
+                x = _tp_layer_comm(D_tp, g_tp, plan.sp)
                 tp_tot += x
                 tp_exp += x
             last_extra = head.fwd_s + head.bwd_s + (x if tp > 1 else 0.0)

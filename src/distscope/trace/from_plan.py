@@ -20,6 +20,8 @@ MoE expert gradients are reduced on the DP group (the estimator uses the expert-
 
 from __future__ import annotations
 
+import dataclasses
+
 from distscope.model.efficiency import mem_time_s
 from distscope.model.estimate import (
     ADAM_BYTES_PER_PARAM,
@@ -119,8 +121,10 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 )
             )
         if v == len(sizes) - 1:
-            hf = _tp_point(D_tp, tp, sp, 0.0) if tp > 1 else []
-            hb = _tp_point(D_tp, tp, sp, 0.0) if tp > 1 and sp else []
+            # LM head input: all-gather forward + reduce-scatter backward (SP), or one backward all-reduce
+            point = _tp_point(D_tp, tp, sp, 0.0)
+            hf = point[:1] if sp else []
+            hb = [dataclasses.replace(op, with_previous=False) for op in point[1:]] if sp else point
             layers.append(
                 LayerCost(
                     name="lm_head",
