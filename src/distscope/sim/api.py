@@ -24,27 +24,15 @@ def run_traces(
     """Compile (validate, match, fold symmetric ranks) and simulate."""
     t0 = time.perf_counter()
     with gc_paused():
-        return _run(traces, network, mode, symmetric, device, single_comm_stream, t0)
-
-
-def _run(
-    traces: TraceSet,
-    network: NetworkModel,
-    mode: NetworkMode,
-    symmetric: bool,
-    device: Device | None,
-    single_comm_stream: bool,
-    t0: float,
-) -> SimOutcome:
-    program = compile_program(
-        traces,
-        network,
-        device=device,
-        symmetric=symmetric,
-        single_comm_stream=single_comm_stream,
-        with_resources=mode is NetworkMode.SHARED,
-    )
-    outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
+        program = compile_program(
+            traces,
+            network,
+            device=device,
+            symmetric=symmetric,
+            single_comm_stream=single_comm_stream,
+            with_resources=mode is NetworkMode.SHARED,
+        )
+        outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
     outcome.wall_s = time.perf_counter() - t0
     return outcome
 
