@@ -1,4 +1,4 @@
-"""Fit the efficiency model's global physical parameters to shared/validation/published_runs.csv.
+"""Fit the efficiency model's global physical parameters to data/validation/published_runs.csv.
 
 Parameters (one value each, shared by every row): GEMM η_max for A100 fp16, H100 bf16 and H100 fp8,
 the GEMM saturation constant κ, and fused attention's efficiency relative to GEMMs. The objective is
@@ -26,7 +26,7 @@ from distscope.validate.harness import predict_row, summary
 from distscope.validate.rows import parse_row, read_rows
 
 ap = argparse.ArgumentParser(description="Fit the estimator's global efficiency parameters to published runs.")
-ap.add_argument("csv", nargs="?", default="../shared/validation/published_runs.csv", help="published-runs CSV")
+ap.add_argument("csv", nargs="?", default=str(Path(__file__).resolve().parents[1] / "data/validation/published_runs.csv"), help="published-runs CSV")
 ap.add_argument("--write", action="store_true", help="store the fit in src/distscope/model/data/calibration.json")
 args = ap.parse_args()
 CSV = args.csv

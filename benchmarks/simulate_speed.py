@@ -2,7 +2,7 @@
 
 Figures (last line: one JSON object):
 * allreduce_1024_ring_64MiB: the 1024-NPU 64 MiB all-reduce on a 1-D ring (ASTRA-sim config of
-  ../shared/validation/astra_sim, 1024 NPUs), traces from `chakra_generator`; wall time of the symmetric
+  data/validation/astra_sim, 1024 NPUs), traces from `chakra_generator`; wall time of the symmetric
   path (compile + simulate) and, separately, of reading the 1024 ET files and of the full per-rank path.
   ASTRA-sim takes about 10 s here (README: 8-11 s on 2 cores).
 
@@ -35,7 +35,8 @@ from distscope.sim.network import AstraNetwork, NetworkMode
 from distscope.sim.result import summarize
 from distscope.trace.chakra_io import read_traces
 
-ASTRA = Path("/work/shared/validation/astra_sim")
+REPO = Path(__file__).resolve().parents[1]
+ASTRA = REPO / "data" / "validation" / "astra_sim"
 ASTRA_WALL_S = 10.0
 
 
@@ -161,7 +162,7 @@ def consistency() -> dict[str, object]:
 
     errs: dict[str, float] = {}
     t0 = time.perf_counter()
-    for line, raw in read_rows("/work/shared/validation/published_runs.csv"):
+    for line, raw in read_rows(str(REPO / "data" / "validation" / "published_runs.csv")):
         row = parse_row(raw, line)
         res = predict_row(row)
         if res.plan is None or res.predicted_step_time_s is None:

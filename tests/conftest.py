@@ -3,11 +3,10 @@ import pathlib
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+VALIDATION = REPO / "data" / "validation"
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> pathlib.Path:
-    if not (SHARED / "validation").is_dir():
-        pytest.fail(f"shared/ not found beside the repo at {SHARED}")
-    return SHARED
+def validation_dir() -> pathlib.Path:
+    """The repo's copy of the validation data (data/validation; kept equal to ../shared/validation)."""
+    return VALIDATION

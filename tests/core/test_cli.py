@@ -37,8 +37,8 @@ def test_defaults_and_tables_without_torch() -> None:
     assert "step time" in r.stdout and "Where the step goes" in r.stdout
 
 
-def test_validate_json_without_torch(shared_dir) -> None:
-    r = run("validate", str(shared_dir / "validation/published_runs.csv"), "--json", block_torch=True)
+def test_validate_json_without_torch(validation_dir) -> None:
+    r = run("validate", str(validation_dir / "published_runs.csv"), "--json", block_torch=True)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert set(d["rows"][0]) >= {"run_id", "predicted_step_time_s", "measured_step_time_s", "error_pct"}

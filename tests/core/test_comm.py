@@ -79,15 +79,15 @@ def _busbw(cluster, D: float) -> float:
     return D / t * Collective.ALL_REDUCE.busbw_factor(8) / 1e9
 
 
-def test_dgx_h100_allreduce_sweep_within_15pct(shared_dir) -> None:
-    """8-GPU all_reduce busbw vs shared/validation/nccl_collectives.csv for messages >= 64 MiB.
+def test_dgx_h100_allreduce_sweep_within_15pct(validation_dir) -> None:
+    """8-GPU all_reduce busbw vs data/validation/nccl_collectives.csv for messages >= 64 MiB.
 
     NVLS treatment: H100/H200/B200 NVLink levels carry an NVLink-SHARP all-reduce whose per-GPU traffic
     is D each way (not 2(n-1)/n·D), at 61% of line rate (nccl-tests#212: ~480 GB/s busbw ceiling on 450
     GB/s links) plus a fixed start-up/fill cost. NCCL picks it when cheaper, as the model does; ring-only
     figures (~370 GB/s) follow from the ring's 0.82 NVLink efficiency.
     """
-    rows = list(csv.DictReader((shared_dir / "validation/nccl_collectives.csv").open()))
+    rows = list(csv.DictReader((validation_dir / "nccl_collectives.csv").open()))
     checked = 0
     c = get_cluster("dgx-h100", 8)
     for r in rows:

@@ -32,7 +32,7 @@ def test_profiled_allreduce_is_priced_as_measured() -> None:
     assert g.nvls is None
 
 
-def test_profile_cli_round_trip(tmp_path, shared_dir) -> None:
+def test_profile_cli_round_trip(tmp_path, validation_dir) -> None:
     p = tmp_path / "prof.json"
     save_profile(_profile(30e-6, 1 / 100e9, 8, level="intra_node"), p)
     env = {"PYTHONPATH": str(REPO / "src"), "COLUMNS": "200", "PATH": "/usr/bin:/bin"}
@@ -42,7 +42,7 @@ def test_profile_cli_round_trip(tmp_path, shared_dir) -> None:
     b = json.loads(subprocess.run([*base, "--profile", str(p)], capture_output=True, text=True, env=env,
                                   timeout=120, check=True).stdout)
     assert b["comm_total_s"]["tp"] > a["comm_total_s"]["tp"]  # measured 100 GB/s bus < modelled NVLink
-    r = subprocess.run([sys.executable, "-c", code, "validate", str(shared_dir / "validation/published_runs.csv"),
+    r = subprocess.run([sys.executable, "-c", code, "validate", str(validation_dir / "published_runs.csv"),
                         "--json", "--profile", str(p)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["mape_pct"] > 0

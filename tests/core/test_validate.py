@@ -9,8 +9,8 @@ from distscope.validate.harness import summary, validate_file
 
 
 @pytest.fixture(scope="module")
-def published(shared_dir):
-    return shared_dir / "validation/published_runs.csv"
+def published(validation_dir):
+    return validation_dir / "published_runs.csv"
 
 
 def test_published_runs_mean_error_at_most_10pct(published) -> None:

@@ -1,4 +1,4 @@
-"""Reader for ../shared/validation/astra_sim/astra_sim_reference.csv.
+"""Reader for data/validation/astra_sim/astra_sim_reference.csv.
 
 The CSV's ALL_TO_ALL rows are shifted by one column: the collective name was split at its underscore
 into "ALL_TO","ALL" somewhere upstream, so `npus` reads "ALL" and `comm_size_bytes` reads the NPU count.
@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REFERENCE_DIR = Path("/work/shared/validation/astra_sim")
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "validation" / "astra_sim"
 _CASE = re.compile(r"^L_(?P<backend>unaware|aware)_(?P<coll>[A-Z_]+?)_(?P<npus>\d+)_(?P<size>\d+)B_(?P<topo>\w+)$")
 
 

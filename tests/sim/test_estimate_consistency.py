@@ -1,6 +1,6 @@
 """Simulated step time (unaware mode) within 3% of `distscope estimate` for the published-run plans.
 
-For every row of ../shared/validation/published_runs.csv the foundation's harness picks the plan
+For every row of data/validation/published_runs.csv the foundation's harness picks the plan
 (validate.harness.predict_row); the step is generated with trace.from_plan + trace.builder (one
 trace per pipeline stage) and simulated on the row's cluster (sim.cluster_network).
 Rows whose simulation is large (micro-batches x layers above CI_WORK_LIMIT) run only with
@@ -10,6 +10,7 @@ DISTSCOPE_FULL_CONSISTENCY=1; benchmarks/simulate_speed.py runs all of them.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,7 @@ from distscope.validate.harness import predict_row
 from distscope.validate.rows import parse_row, read_rows
 from distscope.workload.training import TrainingShape
 
-CSV = "/work/shared/validation/published_runs.csv"
+CSV = str(Path(__file__).resolve().parents[2] / "data" / "validation" / "published_runs.csv")
 TOLERANCE = 0.03
 CI_WORK_LIMIT = 8200  # micro-batches x layers: the 405B CP row (8064) is the largest that runs in CI
 ROWS = [parse_row(raw, line) for line, raw in read_rows(CSV)]

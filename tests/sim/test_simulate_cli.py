@@ -13,7 +13,7 @@ from distscope.trace.chakra_io import write_symmetric
 from distscope.trace.graph import CollKind
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-ASTRA = Path("/work/shared/validation/astra_sim")
+ASTRA = Path(__file__).resolve().parents[2] / "data" / "validation" / "astra_sim"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

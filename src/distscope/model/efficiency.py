@@ -1,7 +1,7 @@
 """Device efficiency model: the achieved fraction of peak as a function of kernel shape and dtype.
 
 All parameters are physical and global (one value per device generation and dtype, never per run).
-They were fitted by least squares over every row of shared/validation/published_runs.csv at once
+They were fitted by least squares over every row of data/validation/published_runs.csv at once
 (benchmarks/calibrate.py re-runs the fit); the comments give the physical reading and a sanity
 check against public microbenchmarks.
 

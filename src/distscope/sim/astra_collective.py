@@ -1,7 +1,7 @@
 """Collective timing with ASTRA-sim's system-layer semantics on a multi-dimensional analytical network.
 
 Read from ASTRA-sim (astra-sim/system/collective/Ring.cc, AllToAll.cc, PacketBundle.cc, MemBus.cc,
-Sys::generate_collective) and checked against ../shared/validation/astra_sim/astra_sim_reference.csv:
+Sys::generate_collective) and checked against data/validation/astra_sim/astra_sim_reference.csv:
 
 * A collective of `size` bytes is split into `preferred-dataset-splits` chunks (Sys::determine_chunk_size).
 * Each chunk walks a list of phases, one per dimension. With `localBWAware`, all-reduce is

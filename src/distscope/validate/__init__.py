@@ -1,1 +1,1 @@
-"""Validation against published runs (shared/validation/README.md CSV contract)."""
+"""Validation against published runs (data/validation/README.md CSV contract)."""

@@ -8,7 +8,7 @@ import typer
 
 
 def validate_cmd(
-    csv_file: Annotated[str, typer.Argument(help="CSV with the columns of shared/validation/published_runs.csv.")],
+    csv_file: Annotated[str, typer.Argument(help="CSV with the columns of data/validation/published_runs.csv.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     profile: Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`, applied to every row's cluster.")] = None,
 ) -> None:

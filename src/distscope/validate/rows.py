@@ -1,4 +1,4 @@
-"""Read the published-runs CSV contract (shared/validation/README.md) into typed rows.
+"""Read the published-runs CSV contract (data/validation/README.md) into typed rows.
 
 A cell may hold `auto` for micro_batch, sequence_parallel, distributed_optimizer, overlap and
 recompute: those become `None` here and the harness picks the best feasible value. A bad cell raises
