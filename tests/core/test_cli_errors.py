@@ -9,10 +9,13 @@ from distscope.cli import main
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
+    try:
         main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
     out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+    return code, out, err
 
 
 def test_version(capsys) -> None:
