@@ -201,11 +201,10 @@ def nccl_tests(
     from distscope.measure.ops import CollectiveOp
     from distscope.measure.result import save_results
     from distscope.measure.tables import results_table
+    from distscope.userfile import read_text
 
-    if not file.exists():
-        raise DistscopeError(f"file={str(file)!r} does not exist")
     results = parse_nccl_tests(
-        file.read_text(),
+        read_text(file, "nccl-tests output"),
         op=CollectiveOp.parse(op) if op else None,
         nranks=nranks or None,
         level=level,
@@ -236,15 +235,14 @@ def calibrate(
     from distscope.measure.profile import save_profile
     from distscope.measure.result import load_results
     from distscope.measure.tables import profile_table
+    from distscope.userfile import read_text
 
     results = []
     for p in inputs:
         if p.suffix in (".json", ".csv"):
             results.extend(load_results(p))
-        elif p.exists():
-            results.extend(parse_nccl_tests(p.read_text(), source=str(p)))
         else:
-            raise DistscopeError(f"input={str(p)!r} does not exist")
+            results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
     dev = device or next((r.device for r in results if r.device), "")
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
