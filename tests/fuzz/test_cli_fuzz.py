@@ -67,12 +67,15 @@ def mutated_csv(draw: st.DrawFn) -> str:
             i = draw(st.integers(0, len(header) - 1))
             header.pop(i)
             for r in rows:
-                r.pop(i)
+                if i < len(r):
+                    r.pop(i)
         elif kind == 1:  # a short row
             r = draw(st.sampled_from(rows))
-            del r[draw(st.integers(0, len(r) - 1)):]
+            del r[draw(st.integers(0, max(len(r) - 1, 0))):]
         else:  # a nasty cell
             r = draw(st.sampled_from(rows))
+            if not r:
+                continue
             i = draw(st.integers(0, len(r) - 1))
             r[i] = draw(st.sampled_from(F.STRINGS + F.INTS + F.FLOATS))
     buf = io.StringIO()
