@@ -27,6 +27,7 @@ def validate_cmd(
     s = summary(results)
     if as_json:
         print_json(s)
+        _exit_on_failures(s)
         return
     t = Table(title=f"{csv_file}: predicted vs measured step time")
     for col in ("run_id", "measured s", "predicted s", "error", "chosen plan"):
@@ -44,6 +45,13 @@ def validate_cmd(
     for r in results:
         if r.error:
             out.print(f"[yellow]problem[/yellow] {r.error}")
-    if s["mape_pct"] is not None:
-        out.print(f"rows predicted: {s['predicted_rows']}, failed: {s['failed_rows']} · "
-                  f"mean abs error {s['mape_pct']:.2f}% · max {s['max_ape_pct']:.2f}%")
+    errors = (f" · mean abs error {s['mape_pct']:.2f}% · max {s['max_ape_pct']:.2f}%"
+              if s["mape_pct"] is not None else "")
+    out.print(f"rows predicted: {s['predicted_rows']}, failed: {s['failed_rows']}{errors}")
+    _exit_on_failures(s)
+
+
+def _exit_on_failures(s: dict) -> None:
+    """A row that could not be predicted is a failed check: exit 1 after everything was printed."""
+    if s["failed_rows"]:
+        raise typer.Exit(1)
