@@ -247,6 +247,12 @@ def calibrate(
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
     _console.print(profile_table(profile))
+    from distscope.errors import warn
+    from distscope.measure.profile import profile_warnings
+
+    for w in profile_warnings(profile, profile.device.split("-")[0].lower() or "cpu"):
+        if "measured on" not in w:  # the device check needs a target cluster; fit errors stand alone
+            warn(w)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -133,6 +133,22 @@ def load_profile(path: Path) -> SystemProfile:
     return SystemProfile.from_dict(data, where=f"profile={str(path)!r}")
 
 
+def profile_warnings(profile: SystemProfile, device_name: str, max_fit_err: float = 0.2) -> list[str]:
+    """Suspicious-but-legal profiles: measured on another kind of device, or fitted badly."""
+    out = []
+    desc = profile.device.lower()
+    family = device_name.split("-")[0].lower()  # e.g. 'h100' of 'h100-sxm5-80gb'
+    if desc and family not in desc.replace(" ", "").replace("-", ""):
+        out.append(f"profile {profile.name!r} was measured on {profile.device!r}, not a {device_name}: its "
+                   "measured links replace the cluster's")
+    for lvl, ops in profile.levels.items():
+        for op, fit in ops.items():
+            if fit.max_rel_err > max_fit_err:
+                out.append(f"profile {profile.name!r} level {lvl} {op.value}: the α-β line misses its own points by "
+                           f"up to {100 * fit.max_rel_err:.0f}% (> {100 * max_fit_err:.0f}%)")
+    return out
+
+
 def alpha_beta(profile: SystemProfile, level: str) -> dict[CollectiveOp, tuple[float, float]]:
     """{op: (alpha_s, beta_s_per_byte)} for one topology level of a profile (pure)."""
     if level not in profile.levels:

@@ -20,11 +20,11 @@ def estimate_cmd(
     cp: S.CpOpt = 1,
     ep: S.EpOpt = 1,
     sequence_parallel: S.SpOpt = False,
-    zero: S.ZeroOpt = 1,
+    zero: S.ZeroOpt = 2,
     distributed_optimizer: S.DistOptOpt = False,
     micro_batch: S.MicroOpt = 1,
     global_batch: S.GlobalOpt = 128,
-    seq: S.SeqOpt = 4096,
+    seq: S.SeqOpt = None,
     recompute: S.RecomputeOpt = "none",
     recompute_layers: S.RecomputeLayersOpt = 0,
     schedule: S.ScheduleOpt = None,
@@ -34,6 +34,8 @@ def estimate_cmd(
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
+    max_memory: S.MaxMemoryOpt = None,
+    headroom: S.HeadroomOpt = None,
     compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
@@ -52,6 +54,7 @@ def estimate_cmd(
         micro_batch=micro_batch, global_batch=global_batch, seq=seq, recompute=recompute,
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
         attention=attention, stage_layers=stage_layers, link=link, profile=profile,
+        max_memory=max_memory, headroom=headroom,
     )
     if comm_volume:
         from distscope.model.comm_volume import comm_volume_report, comm_volume_table

@@ -324,7 +324,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         step_time_s=step, breakdown_s=bd, comm_total_s=comm_total,
         tokens_per_s=shape.tokens / step, model_flops=mf, hardware_flops=hf,
         mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
-        memory=mem_worst, hbm_bytes=dev.hbm_bytes, microbatches=m, stage_time_s=per_stage,
+        memory=mem_worst, capacity_bytes=cluster.memory_capacity_bytes, usable_bytes=dev.usable_bytes, microbatches=m, stage_time_s=per_stage,
         layer_times=LayerTimes(dense_s=layer_s(False), moe_s=layer_s(True), first_s=first_extra, last_s=last_extra),
     )
 

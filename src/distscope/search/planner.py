@@ -166,7 +166,7 @@ class _Search:
         None when nothing fits (see module docstring, steps 2-4)."""
         mem = none_est.memory
         static = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes + mem.workspace_bytes
-        if static > none_est.hbm_bytes:
+        if static > none_est.capacity_bytes:
             return None
         full = dataclasses.replace(plan, recompute=Recompute.FULL)
         e_full = self.est(full)

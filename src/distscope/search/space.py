@@ -140,6 +140,24 @@ def layouts(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: 
                         yield Layout(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, stage_layers=split)
 
 
+def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> str:
+    """Why `layouts` yields nothing, naming the binding constraint (for a one-line error)."""
+    n = cluster.num_gpus
+    tps = tp_values(space, spec, cluster)
+    if not tps:
+        return (f"no tensor-parallel degree works: tp must divide heads={spec.heads} and gpus={n}, match "
+                f"kv_heads={spec.kv_heads}, and be <= {space.max_tp or cluster.gpus_per_node} (--max-tp)")
+    smallest_dp = min(n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t)
+                      for p in pp_values(space, spec, n // (t * c)))
+    if shape.global_batch < smallest_dp:
+        return (f"global_batch={shape.global_batch} is smaller than the fewest data-parallel ways possible: "
+                f"gpus={n} / (tp·pp·cp) >= {smallest_dp} with tp <= {max(tps)}, pp <= {spec.layers} layers, "
+                f"cp <= {space.max_cp}; every data-parallel rank needs a sequence, so raise --global-batch to "
+                f"at least {smallest_dp} or use fewer GPUs")
+    return (f"no data-parallel degree dp = gpus/(tp·pp·cp) divides global_batch={shape.global_batch} "
+            f"(gpus={n}); choose a global batch with more factors in common with {n}")
+
+
 def micro_batches(space: SearchSpace, shape: TrainingShape, lay: Layout) -> list[int]:
     """Micro-batch sizes in increasing order (memory grows with it: the planner stops at the first
     that cannot fit even with full recompute)."""

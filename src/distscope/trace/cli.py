@@ -63,7 +63,7 @@ def generate(
     distributed_optimizer: S.DistOptOpt = False,
     micro_batch: S.MicroOpt = 1,
     global_batch: S.GlobalOpt = 128,
-    seq: S.SeqOpt = 4096,
+    seq: S.SeqOpt = None,
     recompute: S.RecomputeOpt = "none",
     recompute_layers: S.RecomputeLayersOpt = 0,
     schedule: S.ScheduleOpt = None,
