@@ -73,10 +73,27 @@ def estimate_cmd(
 
         raise DistscopeError(f"--quant-gbps={quant_gbps} must be > 0")
     est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, quant_GBps=quant_gbps)
+    plain = None
+    if sc.plan.compression is not None:
+        import dataclasses
+
+        plain = estimate(sc.spec, sc.shape, sc.cluster, dataclasses.replace(sc.plan, compression=None))
     if as_json:
         d = estimate_json(sc, est)
         d["plan"]["compression"] = compress or "none"
+        if plain is not None:
+            d["uncompressed_step_time_s"] = plain.step_time_s
         print_json(d)
         return
     for t in estimate_tables(sc, est):
         out.print(t)
+    if plain is not None:
+        from distscope.search.explain import MIN_TERM_S
+
+        diffs = [f"{k} {'+' if v > 0 else '−'}{abs(v):.3f} s" for k in est.breakdown_s
+                 if abs(v := est.breakdown_s[k] - plain.breakdown_s.get(k, 0.0)) >= MIN_TERM_S]
+        verdict = "faster" if est.step_time_s < plain.step_time_s else "slower"
+        out.print(f"with compression the step is {verdict}: {est.step_time_s:.3f} s vs {plain.step_time_s:.3f} s "
+                  f"uncompressed ({', '.join(diffs) or 'no term moves by 1 ms'})"
+                  + ("; the quantize/dequantize passes cost more than the wire time they save"
+                     if verdict == "slower" else ""), markup=False)
