@@ -51,6 +51,7 @@ def plan_cmd(
     headroom: S.HeadroomOpt = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
+    report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits).")] = "megatron",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
@@ -150,17 +151,25 @@ def plan_cmd(
           if compression else None)
     configs = framework_configs(best.plan, spec, shape, c)
     again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape)
+    result = {
+        "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
+        "capacity_bytes": c.memory_capacity_bytes, "usable_bytes": c.device.usable_bytes,
+        "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
+        "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
+        "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
+        "framework": fw.value, **configs, "estimate_command": again,
+        "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
+                       "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
+        "network_mode": mode.value,
+    }
+    if report:
+        from distscope.report.cli import write_report
+        from distscope.report.step_view import step_view
+
+        result["step_view"] = step_view(spec, shape, c, best.plan)
+        write_report(result, report)
     if as_json:
-        print_json({
-            "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
-            "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
-            "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
-            "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
-            "framework": fw.value, **configs, "estimate_command": again,
-            "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
-                           "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
-            "network_mode": mode.value,
-        })
+        print_json(result)
         return
     out.print(top_table(tuple(ranked), f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
                              f"{space.precision.value}: top {len(ranked)} of {res.feasible:,} feasible plans"

@@ -70,6 +70,9 @@ def simulate(
         Path | None,
         typer.Option("--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."),
     ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")
+    ] = None,
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
     from distscope.dtypes import DType
@@ -132,6 +135,13 @@ def simulate(
     result = summarize(outcome)
     if timeline is not None:
         write_timeline(outcome, timeline)
+    if report is not None:
+        from distscope.report.cli import write_report
+        from distscope.report.step_view import comm_bytes_per_group, timeline_rows
+
+        write_report({**result.to_json(), "kind": "simulate", "step_view": {
+            "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
+            "simulated_step_s": result.step_time_s}}, report)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         return
