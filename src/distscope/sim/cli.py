@@ -115,15 +115,20 @@ def simulate(
         device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
         where = f"network {str(network)!r}"
         npus = net.num_npus
-    from rich.console import Console
+    from distscope.report.progress import progress
+    from distscope.trace.chakra_io import trace_files
 
-    console = Console(stderr=True)
-    with console.status("reading traces", spinner="dots") if not as_json else _Null():
-        symmetric_dir = Path(target, MANIFEST).is_file()
-        traces = read_symmetric(target) if symmetric_dir else read_traces(_resolve_prefix(target))
+    symmetric_dir = Path(target, MANIFEST).is_file()
+    if symmetric_dir:
+        with progress(None, "reading traces"):
+            traces = read_symmetric(target)
+    else:
+        prefix = _resolve_prefix(target)
+        with progress(len(trace_files(prefix)), "reading traces") as advance:
+            traces = read_traces(prefix, on_rank=advance)
     if traces.num_ranks != npus:
         raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
-    with console.status("simulating", spinner="dots") if not as_json else _Null():
+    with progress(None, f"simulating {traces.num_ranks:,} ranks"):
         outcome = run_traces(
             traces,
             model,
@@ -147,13 +152,6 @@ def simulate(
         return
     _print_table(result)
 
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _print_table(result: SimResult) -> None:
