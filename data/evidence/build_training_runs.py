@@ -17,16 +17,11 @@ from pathlib import Path
 
 OUT = Path(__file__).with_name("training_runs.csv")
 
-CONTRACT = (
-    "run_id,source,model,arch,params_B,layers,hidden,heads,kv_heads,ffn_hidden,ffn_act,vocab,seq_len,"
-    "global_batch,micro_batch,tp,pp,vp,dp,cp,ep,sequence_parallel,zero_stage,distributed_optimizer,overlap,"
-    "recompute,precision,gpu,num_gpus,gpus_per_node,intra_node_GBps,inter_node_GBps_per_gpu,framework,"
-    "measured_step_time_s,step_time_basis,reported,notes"
-).split(",")
-OPTIONAL = (
-    "software,schedule,first_stage_layers,last_stage_layers,reshard_after_forward,experts,top_k,"
-    "moe_ffn_hidden,shared_experts,moe_dense_layers,etp,capacity_factor"
-).split(",")
+# The contract's columns, in order, are the header of the public set (data/validation/README.md)
+with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newline="") as _f:
+    CONTRACT = next(csv.reader(_f))
+OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
+            "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -82,13 +77,13 @@ def f4_megatron_moe(row: dict) -> float:
     """Megatron-Core num_floating_point_operations (megatron/training/training.py at NVIDIA/Megatron-LM
     7f471d7, Dec 2025) for a GQA SwiGLU transformer whose every layer is MoE, no MTP, untied output:
     B·s·[12·l·h·(f_e·k·1.5 + f_sh·1.5) + 12·l·h²·(1 + g/a + s/(2h))·(q/h) + 6·h·V]."""
-    B, s, l, h = row["global_batch"], row["seq_len"], row["layers"], row["hidden"]
+    B, s, n_layers, h = row["global_batch"], row["seq_len"], row["layers"], row["hidden"]
     a, g, V = row["heads"], row["kv_heads"], row["vocab"]
     k, fe = row["top_k"], row["moe_ffn_hidden"]
     fsh = row["shared_experts"] * fe
     q_over_h = 1.0
-    mlp = 12 * l * h * (fe * k * 1.5 + fsh * 1.5)
-    attn = 12 * l * h * h * (1 + g / a + s / h / 2) * q_over_h
+    mlp = 12 * n_layers * h * (fe * k * 1.5 + fsh * 1.5)
+    attn = 12 * n_layers * h * h * (1 + g / a + s / h / 2) * q_over_h
     return B * s * (mlp + attn + 6 * h * V)
 
 
@@ -181,7 +176,7 @@ E2_8B = dict(seq_len=8192, global_batch=96, micro_batch=12, tp=8, pp=1, vp=1, dp
              reshard_after_forward=1)
 ROWWISE = "float8 rowwise measured {} (vanilla) / {} (async) tokens/s/GPU"
 FP8TW = "fp8 = torchao float8 tensorwise (FSDP float8 all-gather not stated)"
-for tp_kind, overlap, bf, f8, rw in (("vanillaTP", "dp", 597.3, 809.8, 599.6), ("asyncTP", "dp,tp", 652.4, 942.4, 624.8)):
+for tp_kind, overlap, bf, f8 in (("vanillaTP", "dp", 597.3, 809.8), ("asyncTP", "dp,tp", 652.4, 942.4)):
     base = f"70B on 256 H100, FSDP 32 x TP 8, torch.compile, full AC, local batch 16, {tp_kind}"
     e2(f"E2-70B-{tp_kind}-bf16", LLAMA3_70B, bf, base, precision="bf16", overlap=overlap, **E2_70B)
     e2(f"E2-70B-{tp_kind}-fp8", LLAMA3_70B, f8, f"{base}; {FP8TW}; " + ROWWISE.format(599.6, 624.8),
@@ -208,7 +203,7 @@ for nodes, tps in ((4, 10938), (8, 10753)):
     add(**row)
 
 # ---- E4: torchao float8 + mx_formats README end-to-end tables (torchtitan llama3.sh) -------------------
-E4 = "E4 torchao e2e float8/mxfp8 (torchtitan Llama3-8B, 1 node)"
+E4 = "E4 torchao e2e float8 (torchtitan Llama3-8B single node)"
 AO_LAYOUT = dict(seq_len=8192, global_batch=8, micro_batch=1, tp=1, pp=1, vp=1, dp=8, cp=1, ep=1, sequence_parallel=0,
                  zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="selective", num_gpus=8,
                  reshard_after_forward=1)
@@ -217,7 +212,8 @@ for rid, node, bf, f8, extra in (
     ("E4-H100-8B", DGX_H100, 6150, 7689.5, "H100 (torchao float8 README, pytorch 2.7.0a0, torchao 0.10.0); rowwise "
      "with bf16 all-gather measured 6768"),
     ("E4-MI300X-8B", MI300X_NODE, 5376.5, 6166.0, "MI300X (torchao float8 README, pytorch 2.9.0.dev+rocm6.4, torchao "
-     "0.13.0); rowwise 5891.0, rowwise_with_gw_hp 6100.0"),
+     "0.13.0); rowwise 5891.0, rowwise_with_gw_hp 6100.0; intra_node_GBps 448 = 7 xGMI links x 64 GB/s per "
+     "direction (secondary sources: 896 GB/s aggregate, 128 GB/s bidirectional per link; not in a primary AMD doc read)"),
     ("E4-B200-8B", B200_NODE, 8307.5, 10417.0, "DEVICE-APPROX: 'power limited' B200 (torchao mx_formats README, pytorch "
      "2.9.0.dev20250815, torchtitan 6fc499f); mxfp8_cublas 9969.0, mxfp8_cublas_rceil 9642.0, float8 rowwise 8640.5"),
 ):
@@ -231,9 +227,9 @@ for rid, node, bf, f8, extra in (
                         + ("fp8 = float8 tensorwise with float8 FSDP all-gather; " if prec == "fp8" else "") + extra)
         add(**row)
 
-# ---- E6: torchao prototype/moe_training README, Llama 4 Scout cut to 2 layers on 4 B200 -----------------
-E6 = "E6 torchao moe_training e2e (torchtitan Llama4, 4xB200)"
-row = dict(run_id="E6-B200-Llama4-2L-EP4-bf16", source=E6, **LLAMA4_2L, params_B=4.4, seq_len=8192, global_batch=32,
+# ---- E5: torchao prototype/moe_training README, Llama 4 Scout cut to 2 layers on 4 B200 -----------------
+E5 = "E5 torchao moe_training e2e (torchtitan Llama4 on 4 B200)"
+row = dict(run_id="E5-B200-Llama4-2L-EP4-bf16", source=E5, **LLAMA4_2L, params_B=4.4, seq_len=8192, global_batch=32,
            micro_batch=8, tp=1, pp=1, vp=1, dp=4, cp=1, ep=4, sequence_parallel=0, zero_stage=3, distributed_optimizer=0,
            overlap="dp", recompute="none", precision="bf16", num_gpus=4, **dict(B200_NODE, gpus_per_node=4),
            framework="torchtitan (FSDP2 + EP, torch.compile)", software="torchtitan-2025", reshard_after_forward=1,
@@ -247,8 +243,8 @@ row["notes"] = ("FSDP=4, EP=4, AC none, compile, seq 8192, local batch 8; 'debug
                 "70747 (both) tokens/s/GPU (not included: MXFP8 block scaling, not TE FP8)")
 add(**row)
 
-# ---- E7: llm-foundry scripts/train/benchmarking/README.md, 'H100 80GB BF16' and 'H100 80GB FP8' -------
-E7 = "E7 llm-foundry benchmarking README (H100 BF16/FP8)"
+# ---- E6: llm-foundry scripts/train/benchmarking/README.md, 'H100 80GB BF16' and 'H100 80GB FP8' -------
+E6 = "E6 llm-foundry benchmarking README (H100 BF16/FP8)"
 # (size, seq, mbs, grad_accum, global_batch, activation checkpointing, NumParams,
 #  Throughput T/s bf16, T/s fp8, GlobalBatchSize (T))
 LLMF = (
@@ -261,7 +257,7 @@ LLMF = (
 for size, seq, mbs, ga, gbs, ac, nparams, tbf, tf8, gbt in LLMF:
     assert gbs * seq == gbt and mbs * ga * 8 == gbs
     for prec, tput in (("bf16", tbf), ("fp8", tf8)):
-        row = dict(run_id=f"E7-MPT-{size}-s{seq}-{prec}", source=E7, **MPT[size], params_B=round(nparams / 1e9, 3),
+        row = dict(run_id=f"E6-MPT-{size}-s{seq}-{prec}", source=E6, **MPT[size], params_B=round(nparams / 1e9, 3),
                    seq_len=seq, global_batch=gbs, micro_batch=mbs, tp=1, pp=1, vp=1, dp=8, cp=1, ep=1,
                    sequence_parallel=0, zero_stage=3, distributed_optimizer=0, overlap="dp",
                    recompute="full" if ac else "none", precision=prec, num_gpus=8, **DGX_H100,
@@ -276,11 +272,11 @@ for size, seq, mbs, ga, gbs, ac, nparams, tbf, tf8, gbt in LLMF:
                         "; MosaicML platform H100 (interconnect not stated; single node)")
         add(**row)
 
-# ---- E8: spyysalo/lumi-llm-scaling meg-ds/experiments/175B-scaling-comms/{16..256}-node.out ------------
-E8 = "E8 lumi-llm-scaling 175B-scaling-comms logs (LUMI MI250X)"
+# ---- E7: spyysalo/lumi-llm-scaling meg-ds/experiments/175B-scaling-comms/{16..256}-node.out ------------
+E7 = "E7 lumi-llm-scaling 175B-scaling-comms logs (LUMI MI250X)"
 for nodes, t in ((16, 346.67), (32, 180.82), (64, 97.53), (128, 55.18), (256, 36.20)):
     n = 8 * nodes
-    row = dict(run_id=f"E8-LUMI-175B-{n}GCD", source=E8, **LUMI_175B, params_B=173.4, seq_len=2048, global_batch=1024,
+    row = dict(run_id=f"E7-LUMI-175B-{n}GCD", source=E7, **LUMI_175B, params_B=173.4, seq_len=2048, global_batch=1024,
                micro_batch=2, tp=8, pp=8, vp=1, dp=n // 64, cp=1, ep=1, sequence_parallel=0, zero_stage=0,
                distributed_optimizer=0, overlap="none", recompute="full", precision="bf16", num_gpus=n, **LUMI_G,
                framework="Megatron-DeepSpeed (TurkuNLP fork, ROCm 5.2.3)", software="megatron-deepspeed-2021",
@@ -295,8 +291,8 @@ for nodes, t in ((16, 346.67), (32, 180.82), (64, 97.53), (128, 55.18), (256, 36
                     "12lh^2 + (V+s)h; iteration 1 excluded")
     add(**row)
 
-# ---- E9: yanring/Megatron-MoE-ModelZoo best_practice/{mixtral,qwen3} ------------------------------------
-E9 = "E9 Megatron-MoE-ModelZoo best_practice (H100)"
+# ---- E8: yanring/Megatron-MoE-ModelZoo best_practice/{mixtral,qwen3} ------------------------------------
+E8 = "E8 Megatron-MoE-ModelZoo best_practice (H100)"
 MIX = dict(seq_len=4096, global_batch=256, micro_batch=1, tp=2, pp=8, vp=7, dp=8, cp=1, ep=8, sequence_parallel=1,
            zero_stage=0, distributed_optimizer=1, recompute="none", num_gpus=128, **DGX_H100,
            framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025", schedule="interleaved-1f1b",
@@ -304,15 +300,15 @@ MIX = dict(seq_len=4096, global_batch=256, micro_batch=1, tp=2, pp=8, vp=7, dp=8
 MIX_NOTE = ("runtime.conf defaults TP2 PP8 EP8 VPP7 MBS1 GBS256 16 nodes, alltoall dispatcher, grouped GEMM, "
             "no recompute; 'should be around' figure from a script comment (best_practice/mixtral/run_mixtral_8x22B.sh)")
 for rid, tflops, prec, overlap, cf, extra in (
-    ("E9-Mixtral8x22B-balanced-bf16", 465, "bf16", "dp,tp,pp", "",
+    ("E8-Mixtral8x22B-balanced-bf16", 465, "bf16", "dp,tp,pp", "",
      "dropless with --moe-router-force-load-balancing; dropless without forced balancing ~445 TFLOP/s"),
-    ("E9-Mixtral8x22B-capacity1-bf16", 470, "bf16", "dp,tp,pp", "1.0",
+    ("E8-Mixtral8x22B-capacity1-bf16", 470, "bf16", "dp,tp,pp", "1.0",
      "token drop, --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity"),
-    ("E9-Mixtral8x22B-balanced-fp8blockwise", 560, "fp8", "dp,pp", "",
+    ("E8-Mixtral8x22B-balanced-fp8blockwise", 560, "fp8", "dp,pp", "",
      "NOT A CLEAN PAIR with the bf16 row: PR=fp8 adds --fp8-recipe blockwise, --fp8-param-gather, bf16 Adam moments "
      "and drops --tp-comm-overlap (sbatch_benchmarking.sh)"),
 ):
-    row = dict(run_id=rid, source=E9, **MIXTRAL_8X22B, precision=prec, overlap=overlap, capacity_factor=cf, **MIX)
+    row = dict(run_id=rid, source=E8, **MIXTRAL_8X22B, precision=prec, overlap=overlap, capacity_factor=cf, **MIX)
     row["measured_step_time_s"] = f4_megatron_moe(row) / (tflops * 1e12 * row["num_gpus"])
     row["step_time_basis"] = (f"F4 (Megatron-Core MoE model FLOPs, README) / ({tflops} TFLOP/s x 128 GPUs)")
     row["reported"] = f"~{tflops} TFLOP/s/GPU"
@@ -326,24 +322,24 @@ QWEN_NOTE = ("INEXACT-SHAPE head_dim=128: Qwen3 uses kv-channels 128 while hidde
              "layers split with --account-for-embedding/loss-in-pipeline-split; recompute 'norm, act' = selective "
              "layernorm + moe_act modules")
 for rid, layout, t, extra in (
-    ("E9-Qwen3-235B-TP2-EP32-PP8-bf16", dict(micro_batch=1, tp=2, pp=8, vp=4, dp=16, cp=1, ep=32, zero_stage=0,
+    ("E8-Qwen3-235B-TP2-EP32-PP8-bf16", dict(micro_batch=1, tp=2, pp=8, vp=4, dp=16, cp=1, ep=32, zero_stage=0,
                                              distributed_optimizer=1, overlap="dp,tp,pp", recompute="selective",
                                              schedule="interleaved-1f1b"), 19.7,
      "cross-node EP, DeepEP dispatcher, GA 128, code moe_dev(f3e6c5); with 1F1B A2A overlap 17.6 s (not included)"),
-    ("E9-Qwen3-235B-TP2-EP8-FSDP-bf16", dict(micro_batch=4, tp=2, pp=1, vp=1, dp=128, cp=1, ep=8, zero_stage=3,
+    ("E8-Qwen3-235B-TP2-EP8-FSDP-bf16", dict(micro_batch=4, tp=2, pp=1, vp=1, dp=128, cp=1, ep=8, zero_stage=3,
                                              distributed_optimizer=0, overlap="dp,tp", recompute="full",
                                              reshard_after_forward=1), 17.6,
      "intra-node EP, DeepEP, Megatron-FSDP on, EDP 32, GA 4, full recompute, code main(1e057005)"),
-    ("E9-Qwen3-235B-TP2-EP8-PP32-a2a-bf16", dict(micro_batch=1, tp=2, pp=32, vp=3, dp=4, cp=1, ep=8, zero_stage=0,
+    ("E8-Qwen3-235B-TP2-EP8-PP32-a2a-bf16", dict(micro_batch=1, tp=2, pp=32, vp=3, dp=4, cp=1, ep=8, zero_stage=0,
                                                  distributed_optimizer=1, overlap="dp,tp,pp", recompute="selective",
                                                  schedule="interleaved-1f1b"), 24.2,
      "intra-node EP, all-to-all dispatcher, GA 512, code main(1e057005)"),
-    ("E9-Qwen3-235B-TP4-EP8-PP8-bf16", dict(micro_batch=1, tp=4, pp=8, vp=4, dp=8, cp=1, ep=8, zero_stage=0,
+    ("E8-Qwen3-235B-TP4-EP8-PP8-bf16", dict(micro_batch=1, tp=4, pp=8, vp=4, dp=8, cp=1, ep=8, zero_stage=0,
                                             distributed_optimizer=1, overlap="dp,tp,pp", recompute="none",
                                             schedule="interleaved-1f1b"), 29.0,
      "intra-node EP, DeepEP, EDP 4, GA 256, no recompute, code main(1e057005)"),
 ):
-    row = dict(run_id=rid, source=E9, **QWEN3_235B, **layout, **QWEN)
+    row = dict(run_id=rid, source=E8, **QWEN3_235B, **layout, **QWEN)
     row["measured_step_time_s"] = t
     row["step_time_basis"] = "iteration time as printed ('Step time (sec)' column)"
     row["reported"] = f"{t} s/step"
