@@ -11,6 +11,11 @@ GUARANTEED_NO_EVICT) never preempt; the others allocate as sequences grow and, w
 preempt the most recently admitted sequence (vLLM's recompute preemption: it re-queues at the front
 and later re-prefills its prompt plus the tokens it had generated).
 
+Disaggregated serving (DistServe, Zhong et al. OSDI'24; Splitwise, Patel et al. ISCA'24): a PREFILL
+replica hands a request over after its first token (its KV cache then travels to a DECODE replica,
+simulate.py); a DECODE replica admits handed-over requests straight into the running batch, with no
+prefill iteration.
+
 Speed: between scheduling events (an arrival that can be admitted, a completion, a full KV cache, a
 multi-step boundary) the batch is constant, and the decode step time is affine in the summed context
 (t = a + b·Σctx, Σctx growing by n per step), so a run of K decode steps is one event whose length is
@@ -21,6 +26,7 @@ half a block per sequence (the expected partial block).
 
 from __future__ import annotations
 
+import enum
 import heapq
 import math
 from collections import deque
@@ -33,6 +39,12 @@ from distscope.serve.stack import Policy
 from distscope.sim.loop import EventLoop
 
 WATERMARK = 0.01  # vLLM's BlockSpaceManager keeps 1% of blocks free when admitting
+
+
+class Role(enum.Enum):
+    BOTH = "both"
+    PREFILL = "prefill"
+    DECODE = "decode"
 
 
 class Ledger:
@@ -53,11 +65,17 @@ class Ledger:
 
 class ReplicaSim:
     def __init__(self, loop: EventLoop, replica: Replica, ledger: Ledger, on_finish: Callable[[int], None],
-                 policy: Policy | None = None, reserve_full: bool | None = None) -> None:
+                 policy: Policy | None = None, reserve_full: bool | None = None, role: Role = Role.BOTH,
+                 on_handoff: Callable[[int], None] | None = None) -> None:
         st = replica.stack
         self.loop, self.rep, self.led, self.on_finish = loop, replica, ledger, on_finish
+        self.role, self.on_handoff = role, on_handoff
         self.policy = policy or st.policy
-        self.reserve = self.policy in (Policy.INFLIGHT, Policy.STATIC) if reserve_full is None else reserve_full
+        if role is Role.PREFILL and self.policy is Policy.STATIC:
+            raise ValueError("a prefill pool cannot batch statically")
+        if reserve_full is None:
+            reserve_full = st.reserve_full or self.policy is Policy.STATIC
+        self.reserve = reserve_full and role is not Role.PREFILL
         self.max_seqs, self.budget, self.k = st.max_num_seqs, st.max_batched_tokens, st.steps_per_schedule
         self.bs = replica.memory.block_tokens
         self.cap = replica.memory.kv_blocks * (1.0 - (0.0 if self.reserve else WATERMARK))
@@ -123,6 +141,8 @@ class ReplicaSim:
     def _need(self, rid: int) -> int:
         led = self.led
         prompt = led.inp[rid] + led.done[rid]
+        if self.role is Role.PREFILL:
+            return prompt
         return prompt + (led.out[rid] - led.done[rid] if self.reserve else 0)
 
     def _fits(self, rid: int) -> bool:
@@ -143,15 +163,21 @@ class ReplicaSim:
                 return self._decode_run()
             self.busy = False
             return None
-        if pol is Policy.CHUNKED:
+        if pol is Policy.CHUNKED and self.role is not Role.DECODE:
             return self._chunked()
-        new = self._admit(whole_prompts=True)
+        new = self._admit(whole_prompts=self.role is not Role.DECODE)
+        if new and self.role is Role.DECODE:
+            for rid in new:
+                self._join(rid)
+            return self._decode_run() if self.n else self._idle()
         if new:
             return self._prefill(new, with_decode=pol is Policy.INFLIGHT)
         if self.n:
             return self._decode_run()
+        return self._idle()
+
+    def _idle(self) -> None:
         self.busy = False
-        return None
 
     def _admit(self, whole_prompts: bool) -> list[int]:
         led = self.led
@@ -209,6 +235,17 @@ class ReplicaSim:
             self._release(rid)
             self._finish(rid)
             return
+        if self.role is Role.PREFILL:
+            self._release(rid)
+            self.outstanding -= 1
+            assert self.on_handoff is not None
+            self.on_handoff(rid)
+            return
+        self._join(rid)
+
+    def _join(self, rid: int) -> None:
+        """rid starts decoding at the next step (its prompt and generated tokens are cached)."""
+        led = self.led
         ctx0 = led.inp[rid] + led.done[rid]
         self.running[rid] = (self.steps, ctx0)
         fin = self.steps + led.out[rid] - led.done[rid]

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from distscope.errors import DistscopeError
-from distscope.serve.engine import Ledger, ReplicaSim
+from distscope.serve.engine import Ledger, ReplicaSim, Role
 from distscope.serve.metrics import Slo, summarize
 from distscope.serve.replica import Replica
 from distscope.serve.requests import Workload, arrival_times, lengths
@@ -53,12 +53,29 @@ def check_fits(replica: Replica, inp: np.ndarray, out: np.ndarray) -> None:
                              f"context of {replica.context} tokens")
 
 
+def kv_transfer_s(prefill: Replica, decode: Replica, tokens: int) -> float:
+    """Moving one request's KV cache from a prefill replica to a decode replica: every GPU sends its
+    shard at once over the link the two pools share (the node's NVLink when both fit in one node,
+    else the network): α + tokens · KV bytes per token per GPU / B."""
+    c = prefill.cluster
+    both = prefill.layout.gpus + decode.layout.gpus
+    lv = c.levels[0] if both <= c.levels[0].size or len(c.levels) == 1 else c.levels[-1]
+    return lv.latency_s + tokens * prefill.memory.kv_bytes_per_token / lv.eff_Bps
+
+
 def simulate(replica: Replica, workload: Workload, *, replicas: int = 1, router: Router = Router.ROUND_ROBIN,
-             policy: Policy | None = None, slo: Slo | None = None, reserve_full: bool | None = None) -> SimResult:
+             policy: Policy | None = None, slo: Slo | None = None, reserve_full: bool | None = None,
+             decode_replica: Replica | None = None, decode_replicas: int = 0) -> SimResult:
+    """Serve `workload` on `replicas` copies of `replica` behind `router`; with decode_replicas > 0 the
+    copies of `replica` only prefill and hand each request to a pool of `decode_replica`s (disaggregated
+    prefill/decode)."""
     if replicas < 1:
         raise DistscopeError(f"replicas={replicas} must be >= 1")
     inp, out = lengths(workload)
     check_fits(replica, inp, out)
+    dec = decode_replica or replica
+    if decode_replicas:
+        check_fits(dec, inp, out)
     led = Ledger(inp, out)
     loop = EventLoop()
     sims: list[ReplicaSim] = []
@@ -80,7 +97,23 @@ def simulate(replica: Replica, workload: Workload, *, replicas: int = 1, router:
             if nxt < n:
                 loop.at(loop.now, lambda: route(nxt))
 
-    sims.extend(ReplicaSim(loop, replica, led, on_finish, policy, reserve_full) for _ in range(replicas))
+    dsims: list[ReplicaSim] = []
+    drr = itertools.count()
+
+    def handoff(rid: int) -> None:
+        delay = kv_transfer_s(replica, dec, led.inp[rid] + led.done[rid])
+        if router is Router.ROUND_ROBIN:
+            target = dsims[next(drr) % len(dsims)]
+        else:
+            target = min(dsims, key=lambda s: s.outstanding)
+        loop.at(loop.now + delay, lambda: target.submit(rid))
+
+    if decode_replicas:
+        sims.extend(ReplicaSim(loop, replica, led, on_finish, policy, reserve_full, Role.PREFILL, handoff)
+                    for _ in range(replicas))
+        dsims.extend(ReplicaSim(loop, dec, led, on_finish, None, reserve_full, Role.DECODE) for _ in range(decode_replicas))
+    else:
+        sims.extend(ReplicaSim(loop, replica, led, on_finish, policy, reserve_full) for _ in range(replicas))
     if times is None:
         for _ in range(min(workload.concurrency, n)):
             rid = next(issued)
