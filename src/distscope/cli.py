@@ -6,15 +6,20 @@ inside the command function.
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Annotated
 
+import click
 import typer
+import typer.exceptions
 
 from distscope.compress.cli import app as compress_app
 from distscope.errors import DistscopeError
 from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
+from distscope.report.cli import report_cmd
 from distscope.search.cli import plan_cmd
 from distscope.serve.cli import app as serve_app
 from distscope.sim.cli import simulate as simulate_cmd
@@ -28,23 +33,95 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from distscope import __version__
+
+        print(f"distscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Performance engineering for distributed deep learning: estimate, simulate, plan, measure, compress."""
+
+
 app.command("estimate")(estimate_cmd)
 app.command("plan")(plan_cmd)
 app.command("simulate")(simulate_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
 app.command("clusters")(clusters_cmd)
+app.command("report")(report_cmd)
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 app.add_typer(trace_app, name="trace")
 app.add_typer(serve_app, name="serve")
 
 
-def main() -> None:
-    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback."""
+# Usage errors come from click, or from the click that typer >= 0.2x vendors; both have format_message().
+_USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
+    t for t in (click.exceptions.ClickException, getattr(typer.exceptions, "TyperException", None)) if t is not None
+)
+_ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, typer.Abort, KeyboardInterrupt)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback.
+
+    Command-line usage errors (click's), unreadable files (OSError) and DistscopeError all print
+    `distscope: error: ...` on one line and exit 2. Anything else is a bug in distscope: one line
+    `distscope: internal error: ...` and exit 3 (DISTSCOPE_DEBUG=1 re-raises it with its traceback).
+    """
     try:
-        app()
+        rv = app(args=argv, standalone_mode=False, prog_name="distscope")
     except DistscopeError as exc:
-        print(f"distscope: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _fail(f"distscope: error: {_one_line(str(exc))}", 2)
+    except _USAGE_ERRORS as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            print(ctx.get_help(), file=sys.stderr)
+            sys.exit(2)
+        where = f"{ctx.command_path}: " if ctx is not None else ""
+        given = _given_value(getattr(exc, "param", None), sys.argv[1:] if argv is None else argv)
+        _fail(f"distscope: error: {where}{_one_line(exc.format_message())}{given}", 2)  # type: ignore[attr-defined]
+    except _ABORTS:
+        _fail("distscope: interrupted", 130)
+    except BrokenPipeError:
+        sys.exit(0)  # output piped into e.g. `head`
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else ""
+        _fail(f"distscope: error: {name}{': ' if name else ''}{_one_line(exc.strerror or str(exc))}", 2)
+    except Exception as exc:
+        if os.environ.get("DISTSCOPE_DEBUG"):
+            raise
+        _fail(f"distscope: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+              "(a bug: please report it; DISTSCOPE_DEBUG=1 shows the traceback)", 3)
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)
+
+
+def _given_value(param: object, args: list[str]) -> str:
+    """' (got VALUE)' for a rejected option value, so the error names the value as well as the flag."""
+    opts = getattr(param, "opts", None) or []
+    for i, a in enumerate(args):
+        for o in opts:
+            if a == o and i + 1 < len(args):
+                return f" (got {args[i + 1]!r})"
+            if a.startswith(o + "="):
+                return f" (got {a[len(o) + 1:]!r})"
+    return ""
+
+
+def _fail(line: str, code: int) -> None:
+    print(line, file=sys.stderr)
+    sys.exit(code)
 

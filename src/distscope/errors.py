@@ -7,6 +7,7 @@ and the value, and where it helps, the closest valid choices.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 
 
@@ -18,3 +19,8 @@ def closest(value: str, choices: Iterable[str], n: int = 3) -> str:
     """'; closest: a, b, c' for an error message, or '' when nothing is close."""
     found = difflib.get_close_matches(value, list(choices), n=n, cutoff=0.4)
     return f"; closest: {', '.join(found)}" if found else ""
+
+
+def warn(message: str) -> None:
+    """A suspicious but legal input: one line on stderr, and the command goes on."""
+    print(f"distscope: warning: {' '.join(message.split())}", file=sys.stderr)

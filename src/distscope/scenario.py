@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from distscope.dtypes import Precision
-from distscope.errors import DistscopeError
+from distscope.errors import DistscopeError, warn
 from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule, derive_dp, parse_enum
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
@@ -34,7 +34,7 @@ ZeroOpt = Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (3 = FSDP f
 DistOptOpt = Annotated[bool, typer.Option("--distributed-optimizer/--no-distributed-optimizer", help="Megatron distributed optimizer (optimizer state sharded over DP).")]
 MicroOpt = Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GlobalOpt = Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")]
-SeqOpt = Annotated[int, typer.Option("--seq", help="Sequence length in tokens.")]
+SeqOpt = Annotated[int | None, typer.Option("--seq", help="Sequence length in tokens (default: 4096, or the model's context if shorter).")]
 RecomputeOpt = Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")]
 RecomputeLayersOpt = Annotated[int, typer.Option("--recompute-layers", help="With --recompute full: layers per chunk recomputed (0 = all).")]
 ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b or interleaved-1f1b (default: interleaved-1f1b when vp > 1).")]
@@ -43,6 +43,8 @@ OverlapOpt = Annotated[str, typer.Option("--overlap", help="Communication overla
 AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (fused) or unfused.")]
 StageLayersOpt = Annotated[str | None, typer.Option("--stage-layers", help="Explicit layers per pipeline chunk, comma list of pp*vp numbers.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
+MaxMemoryOpt = Annotated[float | None, typer.Option("--max-memory", help="Cap on memory per GPU in GiB (default: the total the driver reports for the device).")]
+HeadroomOpt = Annotated[float | None, typer.Option("--headroom", help="Fraction of per-GPU memory kept free for allocator fragmentation and runtime buffers (default 0.05).")]
 LinkOpt = Annotated[str | None, typer.Option("--link", help="Override level bandwidths in GB/s per GPU per direction, e.g. nvlink=300,ib=25.")]
 
 
@@ -93,33 +95,60 @@ def with_profile(c: Cluster, profile: str | None) -> Cluster:
         return c
     from pathlib import Path
 
-    from distscope.measure.profile import load_profile
+    from distscope.measure.profile import load_profile, profile_warnings
     from distscope.system.calibrated import apply_profile
 
-    return apply_profile(c, load_profile(Path(profile)))
+    prof = load_profile(Path(profile))
+    for w in profile_warnings(prof, c.device.name):
+        warn(w)
+    return apply_profile(c, prof)
 
 
 def check_seq(spec: ModelSpec, seq: int) -> None:
-    """A model with a learned position table cannot run longer sequences than the table has rows."""
+    """A model with a learned position table cannot run longer sequences than the table has rows; a
+    rotary (or ALiBi) model can, but only with context extension the model was not trained for."""
+    if seq < 1:
+        raise DistscopeError(f"--seq={seq} must be >= 1")
     if spec.position is PositionKind.LEARNED and seq > spec.max_positions:
         raise DistscopeError(f"--seq={seq} exceeds model {spec.name}'s learned position table "
                              f"({spec.max_positions} positions); use --seq {spec.max_positions} or less")
+    if spec.max_positions and seq > spec.max_positions:
+        warn(f"--seq={seq} is beyond model {spec.name}'s context of {spec.max_positions} tokens "
+             f"({seq / spec.max_positions:.0f}x); predicted as if it ran")
 
 
-def build_cluster(cluster: str, gpus: int, link: str | None = None, profile: str | None = None) -> Cluster:
+DEFAULT_SEQ = 4096
+
+
+def default_seq(spec: ModelSpec) -> int:
+    """The sequence length every command uses when --seq is not given: 4096, or the model's context if shorter."""
+    return min(spec.max_positions or DEFAULT_SEQ, DEFAULT_SEQ)
+
+
+def check_tp_domain(plan: Plan, cluster: Cluster) -> None:
+    if plan.tp > cluster.gpus_per_node:
+        warn(f"--tp={plan.tp} spans {plan.tp // cluster.gpus_per_node} nodes of {cluster.gpus_per_node} GPUs "
+             f"({cluster.name}): tensor-parallel traffic crosses the {cluster.levels[-1].name} network every layer")
+
+
+def build_cluster(cluster: str, gpus: int, link: str | None = None, profile: str | None = None,
+                  max_memory: float | None = None, headroom: float | None = None) -> Cluster:
     c = get_cluster(cluster, gpus)
     links = parse_links(link)
-    return with_profile(c.with_bandwidths(links) if links else c, profile)
+    c = with_profile(c.with_bandwidths(links) if links else c, profile)
+    return c.with_memory(max_memory, headroom) if max_memory is not None or headroom is not None else c
 
 
 def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: int, pp: int, vp: int, cp: int,
                    ep: int, sequence_parallel: bool, zero: int, distributed_optimizer: bool, micro_batch: int,
-                   global_batch: int, seq: int, recompute: str, recompute_layers: int, schedule: str | None,
+                   global_batch: int, seq: int | None, recompute: str, recompute_layers: int, schedule: str | None,
                    precision: str, overlap: str, attention: str, stage_layers: str | None,
-                   link: str | None, profile: str | None = None) -> Scenario:
+                   link: str | None, profile: str | None = None, max_memory: float | None = None,
+                   headroom: float | None = None) -> Scenario:
     spec = get_model(model)
+    seq = default_seq(spec) if seq is None else seq
     check_seq(spec, seq)
-    c = build_cluster(cluster, gpus, link, profile)
+    c = build_cluster(cluster, gpus, link, profile, max_memory, headroom)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B
     if schedule is not None:
@@ -135,4 +164,5 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
     )
     plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                experts=spec.moe.experts if spec.moe else 0, seq_len=seq, global_batch=global_batch, num_gpus=gpus)
+    check_tp_domain(plan, c)
     return Scenario(spec=spec, shape=shape, cluster=c, plan=plan)

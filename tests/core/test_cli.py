@@ -51,7 +51,7 @@ def test_validate_json_without_torch(validation_dir) -> None:
     (["estimate", "--tp", "3"], "gpus=8 not divisible by tp*pp*cp=3"),
     (["estimate", "--recompute", "some"], "--recompute='some' is not valid"),
     (["estimate", "--link", "nvlnk=300"], "link 'nvlnk' is not a level"),
-    (["validate", "/nonexistent.csv"], "cannot read"),
+    (["validate", "/nonexistent.csv"], "does not exist"),
     (["estimate", "--model", "gpt3-175b", "--seq", "4096"], "--seq=4096 exceeds model gpt3-175b's learned position table"),
 ])
 def test_bad_input_is_one_line(args, needle) -> None:
@@ -65,3 +65,13 @@ def test_listings() -> None:
     assert "llama3.1-405b" in run("models").stdout
     out = run("clusters").stdout
     assert "frontier" in out and "mi250x-gcd" in out
+
+
+def test_validate_exits_1_after_the_summary_when_a_row_fails(tmp_path, validation_dir) -> None:
+    lines = (validation_dir / "published_runs.csv").read_text().splitlines()
+    header, good, bad = lines[0], lines[1], lines[2].replace(",auto,2,1,1,32,", ",auto,3,1,1,32,", 1)
+    assert bad != lines[2]
+    (tmp_path / "runs.csv").write_text("\n".join([header, good, bad]) + "\n")
+    r = run("validate", str(tmp_path / "runs.csv"), block_torch=True)
+    assert r.returncode == 1
+    assert "rows predicted: 1, failed: 1" in r.stdout

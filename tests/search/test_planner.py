@@ -86,7 +86,7 @@ def test_ranked_fastest_first_and_counts() -> None:
 def test_memory_pressure_forces_recompute_that_fits() -> None:
     spec = get_model("llama3-70b")
     shape = TrainingShape(seq_len=8192, global_batch=16)
-    cluster = get_cluster("dgx-h100", 16)
+    cluster = get_cluster("dgx-h100", 16).with_memory(None, 0.0)  # the whole usable 79.6 GiB
     res = search(spec, shape, cluster, SearchSpace(tp=(8,), pp=(2,), cp=(1,), shardings=((0, True),), max_vp=1))
     assert res.best is not None and res.best.estimate.feasible
     p = res.best.plan

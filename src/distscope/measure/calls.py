@@ -18,6 +18,7 @@ from typing import Any
 
 from distscope.errors import DistscopeError
 from distscope.measure.ops import CollectiveOp
+from distscope.userfile import read_json, write_text
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,13 +66,11 @@ class CommCall:
 
 
 def save_calls(calls: Iterable[CommCall], path: Path) -> None:
-    path.write_text(json.dumps({"calls": [c.to_dict() for c in calls]}) + "\n")
+    write_text(path, json.dumps({"calls": [c.to_dict() for c in calls]}) + "\n", "log file")
 
 
 def load_calls(path: Path) -> list[CommCall]:
-    if not path.exists():
-        raise DistscopeError(f"log file={str(path)!r} does not exist")
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or "calls" not in data:
+    data = read_json(path, "log file")
+    if not isinstance(data.get("calls"), list):
         raise DistscopeError(f"log file={str(path)!r} has no 'calls' list")
     return [CommCall.from_dict(c) for c in data["calls"]]

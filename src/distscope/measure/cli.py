@@ -201,11 +201,10 @@ def nccl_tests(
     from distscope.measure.ops import CollectiveOp
     from distscope.measure.result import save_results
     from distscope.measure.tables import results_table
+    from distscope.userfile import read_text
 
-    if not file.exists():
-        raise DistscopeError(f"file={str(file)!r} does not exist")
     results = parse_nccl_tests(
-        file.read_text(),
+        read_text(file, "nccl-tests output"),
         op=CollectiveOp.parse(op) if op else None,
         nranks=nranks or None,
         level=level,
@@ -229,6 +228,9 @@ def calibrate(
     stat: Annotated[
         str, typer.Option(help="Time to fit: median (time_s) or min (fastest iteration).")
     ] = "median",
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write an HTML report: measured points vs the fitted lines.")
+    ] = None,
 ) -> None:
     """Fit alpha (latency) and beta (s/byte) per level and op; report max relative error; save a profile."""
     from distscope.measure.calibrate import calibrate as fit
@@ -236,19 +238,29 @@ def calibrate(
     from distscope.measure.profile import save_profile
     from distscope.measure.result import load_results
     from distscope.measure.tables import profile_table
+    from distscope.userfile import read_text
 
     results = []
     for p in inputs:
         if p.suffix in (".json", ".csv"):
             results.extend(load_results(p))
-        elif p.exists():
-            results.extend(parse_nccl_tests(p.read_text(), source=str(p)))
         else:
-            raise DistscopeError(f"input={str(p)!r} does not exist")
+            results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
     dev = device or next((r.device for r in results if r.device), "")
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
     _console.print(profile_table(profile))
+    if report is not None:
+        from distscope.report.cli import write_report
+
+        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": [r.to_dict() for r in results]},
+                     report)
+    from distscope.errors import warn
+    from distscope.measure.profile import profile_warnings
+
+    for w in profile_warnings(profile, profile.device.split("-")[0].lower() or "cpu"):
+        if "measured on" not in w:  # the device check needs a target cluster; fit errors stand alone
+            warn(w)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -34,6 +34,7 @@ from typing import Any
 
 from distscope.errors import DistscopeError, closest
 from distscope.measure.ops import CollectiveOp, busbw_factor
+from distscope.userfile import read_json, write_text
 
 SCHEMA = "distscope.system_profile/1"
 
@@ -50,6 +51,10 @@ class OpFit:
     dtype: str
 
     def __post_init__(self) -> None:
+        for f in ("alpha_s", "beta_s_per_byte", "max_rel_err", "n_points", "min_bytes", "max_bytes", "nranks"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+                raise DistscopeError(f"{f}={v!r} must be a finite number")
         if self.alpha_s < 0 or self.beta_s_per_byte < 0:
             raise DistscopeError(
                 f"alpha_s={self.alpha_s}, beta_s_per_byte={self.beta_s_per_byte} must be >= 0"
@@ -109,6 +114,8 @@ class SystemProfile:
             }
         except KeyError as exc:
             raise DistscopeError(f"{where}: missing field {exc.args[0]!r}") from None
+        except (AttributeError, TypeError) as exc:  # a level or op entry that is not an object of numbers
+            raise DistscopeError(f"{where}: malformed 'levels' ({exc})") from None
         return cls(
             name=str(d.get("name", "")),
             device=str(d.get("device", "")),
@@ -118,17 +125,28 @@ class SystemProfile:
 
 
 def save_profile(profile: SystemProfile, path: Path) -> None:
-    path.write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+    write_text(path, json.dumps(profile.to_dict(), indent=1) + "\n", "profile")
 
 
 def load_profile(path: Path) -> SystemProfile:
-    if not Path(path).exists():
-        raise DistscopeError(f"profile={str(path)!r} does not exist")
-    try:
-        data = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise DistscopeError(f"profile={str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    data = read_json(path, "profile")
     return SystemProfile.from_dict(data, where=f"profile={str(path)!r}")
+
+
+def profile_warnings(profile: SystemProfile, device_name: str, max_fit_err: float = 0.2) -> list[str]:
+    """Suspicious-but-legal profiles: measured on another kind of device, or fitted badly."""
+    out = []
+    desc = profile.device.lower()
+    family = device_name.split("-")[0].lower()  # e.g. 'h100' of 'h100-sxm5-80gb'
+    if desc and family not in desc.replace(" ", "").replace("-", ""):
+        out.append(f"profile {profile.name!r} was measured on {profile.device!r}, not a {device_name}: its "
+                   "measured links replace the cluster's")
+    for lvl, ops in profile.levels.items():
+        for op, fit in ops.items():
+            if fit.max_rel_err > max_fit_err:
+                out.append(f"profile {profile.name!r} level {lvl} {op.value}: the α-β line misses its own points by "
+                           f"up to {100 * fit.max_rel_err:.0f}% (> {100 * max_fit_err:.0f}%)")
+    return out
 
 
 def alpha_beta(profile: SystemProfile, level: str) -> dict[CollectiveOp, tuple[float, float]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from distscope.errors import DistscopeError
 from distscope.measure.ops import CollectiveOp, bandwidths_GBps
+from distscope.userfile import read_json, read_text
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -118,14 +120,12 @@ def save_results(results: Sequence[CollectiveResult], path: Path) -> None:
 
 def load_results(path: Path) -> list[CollectiveResult]:
     """Read a file written by `save_results` (.json or .csv)."""
-    if not path.exists():
-        raise DistscopeError(f"results file={str(path)!r} does not exist")
     if path.suffix == ".json":
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or "results" not in data:
+        data = read_json(path, "results file")
+        if not isinstance(data.get("results"), list):
             raise DistscopeError(f"results file={str(path)!r} has no 'results' list")
         return [CollectiveResult.from_dict(r) for r in data["results"]]
     if path.suffix == ".csv":
-        with path.open(newline="") as f:
-            return [CollectiveResult.from_dict(dict(r)) for r in csv.DictReader(f)]
+        text = read_text(path, "results file")
+        return [CollectiveResult.from_dict(dict(r)) for r in csv.DictReader(io.StringIO(text, newline=""))]
     raise DistscopeError(f"results file={str(path)!r} must end in .json or .csv")

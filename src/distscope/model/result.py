@@ -34,14 +34,20 @@ class Estimate:
     hfu: float
     tflops_per_gpu: float  # model TFLOP/s per GPU
     memory: Memory  # the worst pipeline stage
-    hbm_bytes: float
+    capacity_bytes: float  # what the plan may use per GPU: usable memory less headroom (system/memory_budget.py)
+    usable_bytes: float  # the memory total the driver reports
     microbatches: int
     stage_time_s: tuple[float, ...] = ()  # per pipeline stage, one micro-batch (forward + backward)
     layer_times: LayerTimes | None = None
 
     @property
     def feasible(self) -> bool:
-        return self.memory.total_bytes <= self.hbm_bytes
+        return self.memory.total_bytes <= self.capacity_bytes
+
+    @property
+    def margin_bytes(self) -> float:
+        """Capacity left per GPU (negative when the plan does not fit)."""
+        return self.capacity_bytes - self.memory.total_bytes
 
     @property
     def infeasible_reason(self) -> str:
@@ -50,7 +56,8 @@ class Estimate:
         gib = 2**30
         big = self.memory.biggest()
         return (
-            f"needs {self.memory.total_bytes / gib:.1f} GiB per GPU > {self.hbm_bytes / gib:.1f} GiB; "
+            f"needs {self.memory.total_bytes / gib:.1f} GiB per GPU > {self.capacity_bytes / gib:.1f} GiB "
+            f"(usable {self.usable_bytes / gib:.1f} GiB less headroom); "
             f"biggest term: {big} {self.memory.terms()[big] / gib:.1f} GiB"
         )
 
@@ -67,7 +74,9 @@ class Estimate:
             "comm_total_s": dict(self.comm_total_s),
             "memory_per_gpu_bytes": self.memory.total_bytes,
             "memory_breakdown_bytes": self.memory.terms(),
-            "hbm_bytes": self.hbm_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "usable_bytes": self.usable_bytes,
+            "margin_bytes": self.margin_bytes,
             "feasible": self.feasible,
             "infeasible_reason": self.infeasible_reason,
         }

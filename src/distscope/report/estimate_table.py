@@ -45,8 +45,16 @@ def estimate_tables(sc: Scenario, est: Estimate) -> list[Table]:
     head.add_row("step time", secs(est.step_time_s) + f"  ({est.microbatches} micro-batches per pipeline)")
     head.add_row("throughput", f"{est.tokens_per_s:,.0f} tokens/s · {est.tflops_per_gpu:.0f} model TFLOP/s per GPU")
     head.add_row("MFU / HFU", f"{100 * est.mfu:.1f}% / {100 * est.hfu:.1f}%")
-    fits = "fits" if est.feasible else f"[red]DOES NOT FIT: {est.infeasible_reason}[/red]"
-    head.add_row("memory per GPU", f"{gib(est.memory.total_bytes)} of {gib(est.hbm_bytes)} — {fits}")
+    fits = (f"fits, {gib(est.margin_bytes)} to spare" if est.feasible
+            else f"[red]DOES NOT FIT: {est.infeasible_reason}[/red]")
+    head.add_row("memory per GPU", f"{gib(est.memory.total_bytes)} of {gib(est.capacity_bytes)} "
+                 f"({gib(est.usable_bytes)} usable less {100 * sc.cluster.headroom_frac:.0f}% headroom"
+                 f"{'' if sc.cluster.max_memory_bytes is None else ', capped by --max-memory'}) — {fits}")
+    if p.compression is not None:
+        from distscope.search.compression import config_label
+
+        head.add_row("compression", f"{config_label(p.compression)} (wire bytes scaled by each method's ratio; "
+                     "quantize/dequantize time is in the tp/dp rows)")
 
     bd = Table(title="Where the step goes (exposed time)")
     bd.add_column("part")

@@ -95,12 +95,14 @@ class CompressionResult:
 
 def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, pool: Sequence[Candidate],
                     comm_pool: Sequence[Candidate] = (), quant_GBps: float | None = None,
-                    pool_size: int = 24) -> CompressionResult | None:
+                    pool_size: int = 24, base: Candidate | None = None) -> CompressionResult | None:
     """Best plan per compression option set over the fastest `pool_size` of `pool` and the
-    `pool_size` of `comm_pool` with the lowest comm_free_time (module docstring)."""
+    `pool_size` of `comm_pool` with the lowest comm_free_time (module docstring). `base`, the
+    uncompressed plan compared against, defaults to the fastest of `pool` (the caller passes its #1
+    when the simulator re-ranked the pool)."""
     if not pool:
         return None
-    base = min(pool, key=lambda c: c.step_time_s)
+    base = base or min(pool, key=lambda c: c.step_time_s)
     seen: dict[int, Candidate] = {}
     for c in [*heapq.nsmallest(pool_size, pool, key=step_time), *heapq.nsmallest(pool_size, comm_pool, key=comm_free_time)]:
         seen.setdefault(id(c), c)

@@ -11,7 +11,7 @@ from distscope.model.result import BREAKDOWN_KEYS
 from distscope.plan import Plan
 from distscope.report.estimate_table import plan_dict
 from distscope.search.compression import CompressionResult, caveats, config_label
-from distscope.search.planner import Candidate, PartitionGain, SearchResult
+from distscope.search.planner import Candidate, PartitionGain
 from distscope.search.space import Sharding, sharding_of
 
 _SHARDING_NAMES = {Sharding.DDP: "ddp", Sharding.DIST_OPT: "dist-opt", Sharding.ZERO2: "zero2", Sharding.ZERO3: "zero3"}
@@ -53,7 +53,8 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
     e = c.estimate
     return {**plan_dict(c.plan), "compression": config_label(c.plan.compression), "step_time_s": e.step_time_s,
             "mfu": e.mfu, "tokens_per_s": e.tokens_per_s, "breakdown_s": dict(e.breakdown_s),
-            "memory_per_gpu_bytes": e.memory.total_bytes}
+            "memory_per_gpu_bytes": e.memory.total_bytes, "memory_breakdown_bytes": e.memory.terms(),
+            "margin_bytes": e.margin_bytes}
 
 
 def partition_json(g: PartitionGain | None) -> dict[str, Any] | None:
@@ -79,30 +80,35 @@ def plan_label(p: Plan) -> str:
     return f"tp{p.tp} pp{p.pp} vp{p.vp} cp{p.cp}{ep} dp{p.dp} mb{p.micro_batch}{' sp' if p.sp else ''}"
 
 
-def top_table(res: SearchResult, title: str) -> Table:
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
-    moe = any(c.plan.ep > 1 for c in res.top)
-    cols = ("#", "tp", "pp", "vp", "cp", *(("ep",) if moe else ()), "dp", "mb", "sp", "shard", "recomp", "step s", "MFU",
-            "bubble", "comm", "GiB")
+def top_table(candidates: tuple[Candidate, ...], title: str) -> Table:
+    """The ranked plans; `layout` is tp.pp.vp.cp.dp (.ep), `free` the memory margin per GPU in GiB."""
+    t = Table(title=title, caption="layout = tp.pp.vp.cp.dp[.ep] · GiB = modelled memory per GPU · free = capacity left",
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    # Narrow enough for an 80-column terminal: degrees in one column, seconds to 2-3 digits.
+    cols = ("#", "layout", "mb", "sp", "shard", "recomp", "step s", "MFU", "bubble", "comm", "GiB", "free")
     for col in cols:
-        t.add_column(col, justify="left" if col in ("shard", "recomp") else "right", no_wrap=True)
-    for i, c in enumerate(res.top, 1):
+        t.add_column(col, justify="left" if col in ("layout", "shard", "recomp") else "right", no_wrap=True)
+    for i, c in enumerate(candidates, 1):
         p, e = c.plan, c.estimate
         bd = e.breakdown_s
         comm = sum(bd.get(k, 0.0) for k in ("tp", "cp", "ep", "pp", "dp"))
-        t.add_row(str(i), str(p.tp), str(p.pp), str(p.vp), str(p.cp), *((str(p.ep),) if moe else ()), str(p.dp),
-                  str(p.micro_batch),
-                  "y" if p.sp else "n", sharding_name(p), recompute_name(p), f"{e.step_time_s:.3f}",
-                  f"{100 * e.mfu:.1f}%", f"{bd.get('bubble', 0.0):.3f}", f"{comm:.3f}",
-                  f"{e.memory.total_bytes / 2**30:.0f}")
+        t.add_row(str(i), layout_label(p), str(p.micro_batch), "y" if p.sp else "n", sharding_name(p),
+                  recompute_name(p), f"{e.step_time_s:.3f}", f"{100 * e.mfu:.0f}%", f"{bd.get('bubble', 0.0):.2f}",
+                  f"{comm:.2f}", f"{e.memory.total_bytes / 2**30:.1f}", f"{e.margin_bytes / 2**30:.1f}")
     return t
+
+
+def layout_label(p: Plan) -> str:
+    """'4.2.8.1.8' style degrees: tp.pp.vp.cp.dp (+ '.ep' for MoE plans), as the table header says."""
+    return ".".join(str(x) for x in (p.tp, p.pp, p.vp, p.cp, p.dp, *((p.ep,) if p.ep > 1 else ())))
 
 
 def breakdown_table(c: Candidate) -> Table:
     e = c.estimate
-    t = Table(title=f"#1: where the {e.step_time_s:.3f} s step goes (exposed seconds)", box=box.SIMPLE_HEAD)
+    t = Table(title=f"#1: where the {e.step_time_s:.3f} s step goes (exposed seconds)", box=box.SIMPLE_HEAD,
+              pad_edge=False, padding=0)
     for k in BREAKDOWN_KEYS:
-        t.add_column(k[:5], justify="right", no_wrap=True)
+        t.add_column(k, justify="right", no_wrap=True)
     t.add_column("GiB/GPU", justify="right", no_wrap=True)
     t.add_row(*(f"{e.breakdown_s.get(k, 0.0):.3f}" for k in BREAKDOWN_KEYS), f"{e.memory.total_bytes / 2**30:.1f}")
     return t

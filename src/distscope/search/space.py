@@ -66,6 +66,8 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (True, False)
     block_recompute: bool = True
     selective_recompute: bool = True  # Korthikanti et al. 2022; older software only had full recompute
+    # ZeRO-2/3 only where tp = cp = 1 (Megatron-FSDP before Blackwell: search/frameworks.py)
+    sharded_dp_needs_plain_layout: bool = False
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
@@ -140,6 +142,24 @@ def layouts(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: 
                         yield Layout(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, stage_layers=split)
 
 
+def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> str:
+    """Why `layouts` yields nothing, naming the binding constraint (for a one-line error)."""
+    n = cluster.num_gpus
+    tps = tp_values(space, spec, cluster)
+    if not tps:
+        return (f"no tensor-parallel degree works: tp must divide heads={spec.heads} and gpus={n}, match "
+                f"kv_heads={spec.kv_heads}, and be <= {space.max_tp or cluster.gpus_per_node} (--max-tp)")
+    smallest_dp = min(n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t)
+                      for p in pp_values(space, spec, n // (t * c)))
+    if shape.global_batch < smallest_dp:
+        return (f"global_batch={shape.global_batch} is smaller than the fewest data-parallel ways possible: "
+                f"gpus={n} / (tp·pp·cp) >= {smallest_dp} with tp <= {max(tps)}, pp <= {spec.layers} layers, "
+                f"cp <= {space.max_cp}; every data-parallel rank needs a sequence, so raise --global-batch to "
+                f"at least {smallest_dp} or use fewer GPUs")
+    return (f"no data-parallel degree dp = gpus/(tp·pp·cp) divides global_batch={shape.global_batch} "
+            f"(gpus={n}); choose a global batch with more factors in common with {n}")
+
+
 def micro_batches(space: SearchSpace, shape: TrainingShape, lay: Layout) -> list[int]:
     """Micro-batch sizes in increasing order (memory grows with it: the planner stops at the first
     that cannot fit even with full recompute)."""
@@ -163,6 +183,13 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
         schedule=Schedule.INTERLEAVED if lay.vp > 1 else Schedule.ONE_F_ONE_B,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
     )
+
+
+def shardings_for(space: SearchSpace, lay: Layout) -> tuple[tuple[int, bool], ...]:
+    """The sharding options searched for one layout."""
+    if space.sharded_dp_needs_plain_layout and (lay.tp > 1 or lay.cp > 1):
+        return tuple(s for s in space.shardings if s[0] < 2)
+    return space.shardings
 
 
 def sharding_of(plan: Plan) -> tuple[int, bool]:

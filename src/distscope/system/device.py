@@ -20,7 +20,13 @@ class Device:
     peak_flops: tuple[tuple[DType, float], ...]  # dense FLOP/s per dtype; 0 = unsupported
     hbm_bytes: float
     hbm_Bps: float
+    usable_bytes: float = 0.0  # the total the driver reports (nvidia-smi/rocm-smi); 0 = hbm_bytes
     source: str = ""
+    usable_source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.usable_bytes <= 0:
+            object.__setattr__(self, "usable_bytes", self.hbm_bytes)
 
     def flops(self, dtype: DType) -> float:
         peak = dict(self.peak_flops).get(dtype, 0.0)
@@ -36,7 +42,9 @@ def device_from_dict(name: str, d: dict[str, Any]) -> Device:
         peak_flops=tuple((DType(k), float(v) * 1e12) for k, v in d["tflops"].items()),
         hbm_bytes=float(d["hbm_GiB"]) * GiB,
         hbm_Bps=float(d["hbm_GBps"]) * 1e9,
+        usable_bytes=float(d.get("usable_MiB", 0)) * 2**20,
         source=d.get("source", ""),
+        usable_source=d.get("usable_source", ""),
     )
 
 

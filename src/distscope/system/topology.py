@@ -10,6 +10,7 @@ import dataclasses
 
 from distscope.errors import DistscopeError
 from distscope.system.device import Device
+from distscope.system.memory_budget import DEFAULT_HEADROOM_FRAC, capacity_bytes, check_budget
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,8 +57,11 @@ class Cluster:
     device: Device
     levels: tuple[Level, ...]
     num_gpus: int
+    max_memory_bytes: float | None = None  # a user's cap per GPU (--max-memory)
+    headroom_frac: float = DEFAULT_HEADROOM_FRAC  # kept free per GPU (system/memory_budget.py)
 
     def __post_init__(self) -> None:
+        check_budget(self.max_memory_bytes, self.headroom_frac)
         if self.num_gpus < 1:
             raise DistscopeError(f"gpus={self.num_gpus} must be >= 1")
         if not self.levels:
@@ -70,6 +74,16 @@ class Cluster:
             raise DistscopeError(
                 f"gpus={self.num_gpus} is not a multiple of {node} GPUs per node on cluster {self.name}"
             )
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """What a plan's modelled memory per GPU may reach (system/memory_budget.py)."""
+        return capacity_bytes(self.device.usable_bytes, self.max_memory_bytes, self.headroom_frac)
+
+    def with_memory(self, max_memory_GiB: float | None, headroom: float | None) -> Cluster:
+        return dataclasses.replace(
+            self, max_memory_bytes=None if max_memory_GiB is None else max_memory_GiB * 2**30,
+            headroom_frac=self.headroom_frac if headroom is None else headroom)
 
     @property
     def gpus_per_node(self) -> int:

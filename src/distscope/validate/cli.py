@@ -11,6 +11,7 @@ def validate_cmd(
     csv_file: Annotated[str, typer.Argument(help="CSV with the columns of data/validation/published_runs.csv.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     profile: Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`, applied to every row's cluster.")] = None,
+    report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
 ) -> None:
     """Predict every row's step time (choosing `auto` cells), print each row's error and the summary."""
     from pathlib import Path
@@ -25,8 +26,13 @@ def validate_cmd(
     with err.status("predicting rows ...", spinner="dots"):
         results = validate_file(csv_file, prof)
     s = summary(results)
+    if report:
+        from distscope.report.cli import write_report
+
+        write_report(s, report)
     if as_json:
         print_json(s)
+        _exit_on_failures(s)
         return
     t = Table(title=f"{csv_file}: predicted vs measured step time")
     for col in ("run_id", "measured s", "predicted s", "error", "chosen plan"):
@@ -44,6 +50,13 @@ def validate_cmd(
     for r in results:
         if r.error:
             out.print(f"[yellow]problem[/yellow] {r.error}")
-    if s["mape_pct"] is not None:
-        out.print(f"rows predicted: {s['predicted_rows']}, failed: {s['failed_rows']} · "
-                  f"mean abs error {s['mape_pct']:.2f}% · max {s['max_ape_pct']:.2f}%")
+    errors = (f" · mean abs error {s['mape_pct']:.2f}% · max {s['max_ape_pct']:.2f}%"
+              if s["mape_pct"] is not None else "")
+    out.print(f"rows predicted: {s['predicted_rows']}, failed: {s['failed_rows']}{errors}")
+    _exit_on_failures(s)
+
+
+def _exit_on_failures(s: dict) -> None:
+    """A row that could not be predicted is a failed check: exit 1 after everything was printed."""
+    if s["failed_rows"]:
+        raise typer.Exit(1)

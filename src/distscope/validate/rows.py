@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 from pathlib import Path
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.plan import AttentionImpl, Dim, Recompute
+from distscope.userfile import read_text
 from distscope.workload.spec import FfnKind, ModelSpec, NormKind, PositionKind
 
 REQUIRED = (
@@ -98,7 +100,7 @@ class _Cells:
     def int(self, col: str, lo: int = 1) -> int:
         try:
             v = int(float(self.raw(col)))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise self.fail(col, "is not an integer") from None
         if v < lo or float(self.raw(col)) != v:
             raise self.fail(col, f"must be an integer >= {lo}")
@@ -109,8 +111,8 @@ class _Cells:
             v = float(self.raw(col))
         except ValueError:
             raise self.fail(col, "is not a number") from None
-        if not v > 0:
-            raise self.fail(col, "must be > 0")
+        if not 0 < v < float("inf"):
+            raise self.fail(col, "must be a finite number > 0")
         return v
 
     def flag(self, col: str) -> bool | None:
@@ -200,15 +202,14 @@ def parse_row(row: dict[str, str], line: int) -> Row:
 
 def read_rows(path: str | Path) -> list[tuple[int, dict[str, str]]]:
     """Raw rows with their line numbers; a file that is not a readable CSV is one clear error."""
-    p = Path(path)
+    text = read_text(path, "CSV")
     try:
-        with p.open(newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None:
-                raise DistscopeError(f"{path}: empty CSV")
-            missing = [c for c in REQUIRED if c not in reader.fieldnames]
-            if missing:
-                raise DistscopeError(f"{path}: missing columns {', '.join(missing)}")
-            return [(i + 2, r) for i, r in enumerate(reader)]
-    except OSError as exc:
-        raise DistscopeError(f"{path}: cannot read ({exc.strerror})") from None
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if reader.fieldnames is None:
+            raise DistscopeError(f"{path}: empty CSV")
+        missing = [c for c in REQUIRED if c not in reader.fieldnames]
+        if missing:
+            raise DistscopeError(f"{path}: missing columns {', '.join(missing)}")
+        return [(i + 2, r) for i, r in enumerate(reader)]
+    except csv.Error as exc:
+        raise DistscopeError(f"{path}: not a readable CSV ({exc})") from None

@@ -1,0 +1,70 @@
+"""Reading and writing the files a user hands distscope: every failure is one DistscopeError line.
+
+A missing file, a directory, unreadable bytes, text that is not UTF-8, JSON that does not parse or
+is not the expected kind of value, and an unwritable output path all name the file and what is wrong
+with it (the CLI prints that line and exits 2), instead of an OSError/UnicodeDecodeError/JSONDecodeError
+traceback from deep inside a reader.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from distscope.errors import DistscopeError
+
+_KIND: dict[type, str] = {dict: "object", list: "array"}
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """The file's UTF-8 text. `what` names the input in the message, e.g. 'profile' or 'CSV'."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DistscopeError(f"{what} {str(p)!r}: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})") from None
+    except IsADirectoryError:
+        raise DistscopeError(f"{what} {str(p)!r} is a directory, not a file") from None
+    except FileNotFoundError:
+        raise DistscopeError(f"{what} {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise DistscopeError(f"{what} {str(p)!r}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_json(path: str | Path, what: str, expect: type | None = dict) -> Any:
+    """Parsed JSON from the file; with `expect`, the top-level value must be of that type."""
+    text = read_text(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DistscopeError(f"{what} {str(path)!r}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise DistscopeError(f"{what} {str(path)!r}: JSON nested too deeply") from None
+    if expect is not None and not isinstance(data, expect):
+        raise DistscopeError(f"{what} {str(path)!r}: expected a JSON {_KIND.get(expect, expect.__name__)}, "
+                             f"got {type(data).__name__}")
+    return data
+
+
+def write_text(path: str | Path, text: str, what: str) -> None:
+    """Write the file, creating missing parent directories; failures name the path."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    except IsADirectoryError:
+        raise DistscopeError(f"{what} {str(p)!r} is a directory; give a file name") from None
+    except OSError as exc:
+        raise DistscopeError(f"cannot write {what} {str(p)!r} ({exc.strerror or exc})") from None
+
+
+def check_writable_dir(path: str | Path, what: str) -> None:
+    """Create the output directory (and parents) or fail with one line naming it."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise DistscopeError(f"{what} {str(p)!r} exists and is not a directory") from None
+    except OSError as exc:
+        raise DistscopeError(f"cannot create {what} {str(p)!r} ({exc.strerror or exc})") from None
