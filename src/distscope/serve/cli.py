@@ -283,6 +283,7 @@ def measure_cmd(
     hidden: Annotated[int, typer.Option("--hidden", help="GPT hidden size.")] = 256,
     heads: Annotated[int, typer.Option("--heads", help="GPT attention heads.")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and weights.")] = 0,
+    clock: Annotated[str, typer.Option("--clock", help="thread (the serving thread's CPU time: immune to other processes on the core) or wall.")] = "thread",
     profile: Annotated[str | None, typer.Option("--profile", help="Kernel profile JSON (distscope measure kernels) to predict with; default: fit one here.")] = None,
     as_json: S.JsonOpt = False,
 ) -> None:
@@ -293,7 +294,7 @@ def measure_cmd(
     from distscope.report.console import out, print_json
 
     cfg = MeasureConfig(rate_per_s=rate, requests=requests, input_len=input_len, output_len=output_len,
-                        max_batch=max_batch, layers=layers, hidden=hidden, heads=heads, seed=seed)
+                        max_batch=max_batch, layers=layers, hidden=hidden, heads=heads, seed=seed, clock=clock)
     res = measure_and_predict(cfg, profile)
     if as_json:
         print_json(res)

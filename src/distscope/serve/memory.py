@@ -7,8 +7,9 @@
   workspace    FIXED_RESERVED_BYTES (CUDA context, NCCL/custom all-reduce buffers, CUDA graphs, cuBLAS
                workspace) + the activations of the largest iteration (max_batched_tokens tokens through
                the widest layer, two buffers alive) + fp32 logits of max_num_seqs rows
-  KV budget    vLLM/SGLang: kv_fraction · HBM − weights − workspace; TensorRT-LLM: kv_fraction · (HBM −
-               weights − workspace) (`kv_cache_free_gpu_mem_fraction` is a fraction of the free memory)
+  KV budget    vLLM/SGLang: kv_fraction · M − weights − workspace; TensorRT-LLM: kv_fraction · (M −
+               weights − workspace) (`kv_cache_free_gpu_mem_fraction` is a fraction of the free memory), with
+               M the memory total the driver reports (Device.usable_bytes)
   KV blocks    budget // (L_s · kv_bytes_per_token_layer · block_tokens); a request holds
                ⌈(prompt + generated) / block_tokens⌉ blocks (PagedAttention, Kwon et al. SOSP'23)
 """
@@ -103,7 +104,7 @@ def replica_memory(spec: ModelSpec, device: Device, layout: Layout, prec: ServeP
     weights = weights_per_gpu_bytes(spec, layout, prec)
     work = workspace_bytes(spec, layout, prec, stack)
     frac = stack.kv_fraction if kv_fraction is None else kv_fraction
-    hbm = device.hbm_bytes
+    hbm = device.usable_bytes  # what the driver reports: the total vLLM's utilisation fraction and TRT-LLM's free memory start from
     if weights + work > frac * hbm:
         raise DistscopeError(
             f"model {spec.name} needs {weights / GiB:.1f} GiB of weights per GPU at {layout.label()} "
