@@ -289,9 +289,8 @@ def measure_cmd(
 ) -> None:
     """Serve the examples' GPT (random weights, CPU) under continuous batching with Poisson arrivals,
     record per-request TTFT/TPOT, and compare with `serve simulate` of the same load."""
-    from distscope.serve.measure import MeasureConfig, measure_and_predict
-
     from distscope.report.console import out, print_json
+    from distscope.serve.measure import MeasureConfig, measure_and_predict
 
     cfg = MeasureConfig(rate_per_s=rate, requests=requests, input_len=input_len, output_len=output_len,
                         max_batch=max_batch, layers=layers, hidden=hidden, heads=heads, seed=seed, clock=clock)
