@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Protocol
 
 from distscope.dtypes import DType
 from distscope.model import efficiency as eff
@@ -37,6 +38,17 @@ from distscope.system.topology import Cluster
 from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
 
 ELEMENTWISE_KERNELS = 5  # per layer besides the GEMMs: input norm, RoPE + KV write, attention, add+norm, activation
+
+
+class StepTimes(Protocol):
+    """What the simulator needs of a step-time model: StepModel (the roofline), or a measured profile."""
+
+    @property
+    def kv_s_per_ctx_token(self) -> float: ...
+
+    def time_s(self, tokens: float, ctx: float = 0.0, attn_units: float = 0.0, rows: float = 0.0) -> float: ...
+
+    def decode_crossover_tokens(self) -> float: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

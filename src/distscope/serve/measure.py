@@ -134,7 +134,7 @@ class Server:
             for i, blk in enumerate(m.blocks):
                 x = self._block(blk, x, i, idx, None, True)
             logits = m.head(x[:, -1:, :])
-            return logits[:, 0].argmax(-1).tolist()  # type: ignore[no-any-return]
+            return logits[:, 0].argmax(-1).tolist()
 
     def decode(self, last: list[int], slots: list[int], pos: list[int]) -> list[int]:
         """One token for each running sequence: input token `last[i]` at position `pos[i]`."""
@@ -147,7 +147,7 @@ class Server:
             idx = torch.tensor(slots)
             for i, blk in enumerate(m.blocks):
                 x = self._block(blk, x, i, idx, p, False)
-            return m.head(x)[:, 0].argmax(-1).tolist()  # type: ignore[no-any-return]
+            return m.head(x)[:, 0].argmax(-1).tolist()
 
 
 @dataclasses.dataclass
@@ -358,7 +358,7 @@ def predict(cfg: MeasureConfig, prof: IterationProfile) -> dict[str, np.ndarray]
     mem = ReplicaMemory(weights_bytes=0.0, workspace_bytes=0.0, kv_budget_bytes=float(cfg.max_batch * T), kv_bytes_per_token=1.0,
                         block_tokens=1)
     rep = Replica(spec=spec, cluster=get_cluster("dgx-h100", 1), layout=Layout(), prec=ServePrecision(), stack=stack,
-                  step=ProfiledStep(prof), memory=mem)  # type: ignore[arg-type]
+                  step=ProfiledStep(prof), memory=mem)
     w = Workload(arrival=Arrival.POISSON, requests=cfg.requests, input_len=cfg.input_len, output_len=cfg.output_len,
                  rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     times = arrival_times(w)

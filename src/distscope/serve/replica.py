@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from distscope.serve import calibration
-from distscope.serve.cost import StepModel, stage_layers, step_model
+from distscope.serve.cost import StepTimes, stage_layers, step_model
 from distscope.serve.layout import Layout
 from distscope.serve.memory import ReplicaMemory, replica_memory
 from distscope.serve.precision import ServePrecision
@@ -22,7 +22,7 @@ class Replica:
     layout: Layout
     prec: ServePrecision
     stack: Stack
-    step: StepModel
+    step: StepTimes
     memory: ReplicaMemory
     context: int | None = None
 
