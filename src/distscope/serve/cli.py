@@ -205,7 +205,7 @@ def plan_cmd(
         print_json(d)
         return
     if miss:
-        out.print(f"[red]{miss}[/red]")
+        out.print(f"[red]{miss}[/red]", soft_wrap=True)
     t = Table(title=f"{spec.name} on {gpus} × {build_cluster(cluster, gpus).device.name}, {input_len}/{output_len} tokens"
                     + (f", {rate:g} req/s" if rate else "") + (f", SLO {s.label()}" if s else ""))
     for col in ("layout", "pools", "w/a/kv", "batch", "chunk", "goodput/s", "tok/s", "p50 ttft", "p50 tpot", "SLO"):
@@ -219,8 +219,8 @@ def plan_cmd(
                   f"{m.get('goodput_req_s', m['throughput_req_s']):.3g}", f"{m['throughput_out_tok_s']:,.0f}",
                   _fmt_s(m["ttft_s_p50"]), _fmt_s(m["tpot_s_p50"]), f"{m.get('slo_attainment', 1.0):.0%}")
     out.print(t)
-    out.print(f"[bold]best[/bold]: {best.label()}")
-    out.print(f"[bold]why[/bold]: {why}")
+    out.print(f"[bold]best[/bold]: {best.label()}", soft_wrap=True)
+    out.print(f"[bold]why[/bold]: {why}", soft_wrap=True)
 
 
 @app.command("validate")

@@ -6,8 +6,8 @@ runs (bf16; fp8 or W8A16; W4A16 int4; fp4 where there are FP4 tensor cores; the 
 disaggregated prefill/decode pools (DistServe/Splitwise) that split the replicas P:D.
 Search: every candidate gets the closed-form estimate (estimate.py) at the offered rate; the best
 `simulate_top` by that estimate (plus the disaggregated splits of the best layouts) are simulated with
-a Poisson load, and ranked by goodput under the SLO (requests/s meeting it, to 1%), then by headroom (closed-form capacity),
-then by median latency.
+a Poisson load, and ranked by goodput under the SLO (requests/s meeting it, to 1%), then by the share of requests meeting
+it, then by headroom (closed-form capacity), then by median latency.
 A plan *meets* the SLO when at least `attainment` of its requests do (DistServe's 90%).
 The winner is explained against the runner-up: the fields that differ and the metrics they move.
 """
@@ -97,7 +97,7 @@ def _score(c: Candidate, slo: Slo | None, attainment: float) -> tuple[float, ...
         good = m.get("goodput_req_s", m["throughput_req_s"])
         # goodput to 1% (simulation noise), then headroom, then latency
         return (float(meets), round(good / max(m["throughput_req_s"], 1e-12), 2) * m["throughput_req_s"],
-                c.capacity_req_s, -m["latency_s_p50"])
+                m.get("slo_attainment", 1.0), c.capacity_req_s, -m["latency_s_p50"])
     e = c.estimate
     assert e is not None
     ok = slo is None or (e.ttft_s <= slo.ttft_s and e.tpot_s <= slo.tpot_s)

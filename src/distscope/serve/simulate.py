@@ -86,10 +86,12 @@ def simulate(replica: Replica, workload: Workload, *, replicas: int = 1, router:
 
     def route(rid: int) -> None:
         led.arrival[rid] = loop.now
+        start = next(rr) % len(sims)
         if router is Router.ROUND_ROBIN or len(sims) == 1:
-            sims[next(rr) % len(sims)].submit(rid)
-        else:
-            min(sims, key=lambda s: s.outstanding).submit(rid)
+            sims[start].submit(rid)
+        else:  # fewest outstanding requests; ties broken round-robin
+            k = len(sims)
+            min((sims[(start + i) % k] for i in range(k)), key=lambda s: s.outstanding).submit(rid)
 
     def on_finish(_rid: int) -> None:
         if times is None:
@@ -102,10 +104,12 @@ def simulate(replica: Replica, workload: Workload, *, replicas: int = 1, router:
 
     def handoff(rid: int) -> None:
         delay = kv_transfer_s(replica, dec, led.inp[rid] + led.done[rid])
+        start = next(drr) % len(dsims)
         if router is Router.ROUND_ROBIN:
-            target = dsims[next(drr) % len(dsims)]
+            target = dsims[start]
         else:
-            target = min(dsims, key=lambda s: s.outstanding)
+            k = len(dsims)
+            target = min((dsims[(start + i) % k] for i in range(k)), key=lambda s: s.outstanding)
         loop.at(loop.now + delay, lambda: target.submit(rid))
 
     if decode_replicas:
