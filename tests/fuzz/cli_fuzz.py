@@ -31,7 +31,7 @@ ALARM_S = 30
 
 # Commands that launch processes (torchrun, training loops) or long measurements: fuzzing them
 # in-process would spend the CI budget on real work. Their own tests cover their bad input.
-SPAWNING = {"measure collectives", "measure log", "compress bench", "compress convergence"}
+SPAWNING = {"measure collectives", "measure log", "measure kernels", "compress bench", "compress convergence"}
 
 # Valid invocations to mutate (cheap ones: small models, few GPUs, no simulator re-ranking).
 SEEDS: dict[str, list[list[str]]] = {
