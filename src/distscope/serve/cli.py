@@ -284,7 +284,8 @@ def measure_cmd(
     heads: Annotated[int, typer.Option("--heads", help="GPT attention heads.")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of arrivals and weights.")] = 0,
     clock: Annotated[str, typer.Option("--clock", help="thread (the serving thread's CPU time: immune to other processes on the core) or wall.")] = "thread",
-    profile: Annotated[str | None, typer.Option("--profile", help="Kernel profile JSON (distscope measure kernels) to predict with; default: fit one here.")] = None,
+    kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Also predict from a kernel profile measured here (distscope measure kernels).")] = False,
+    profile: Annotated[str | None, typer.Option("--profile", help="Also predict from this kernel profile JSON (distscope measure kernels).")] = None,
     as_json: S.JsonOpt = False,
 ) -> None:
     """Serve the examples' GPT (random weights, CPU) under continuous batching with Poisson arrivals,
@@ -294,10 +295,13 @@ def measure_cmd(
 
     cfg = MeasureConfig(rate_per_s=rate, requests=requests, input_len=input_len, output_len=output_len,
                         max_batch=max_batch, layers=layers, hidden=hidden, heads=heads, seed=seed, clock=clock)
-    res = measure_and_predict(cfg, profile)
+    res = measure_and_predict(cfg, profile, kernels)
     if as_json:
         print_json(res)
         return
     for k in ("ttft_s_p50", "tpot_s_p50", "ttft_s_mean", "tpot_s_mean", "throughput_out_tok_s"):
-        out.print(f"  {k:22s} measured {res['measured'][k]:.4g}  predicted {res['predicted'][k]:.4g}  "
-                  f"error {res['error_pct'][k]:+.1f}%")
+        line = (f"  {k:22s} measured {res['measured'][k]:.4g}  predicted {res['predicted'][k]:.4g}  "
+                f"error {res['error_pct'][k]:+.1f}%")
+        if "predicted_from_kernels" in res:
+            line += f"  (from kernels {res['predicted_from_kernels'][k]:.4g}, {res['error_pct_from_kernels'][k]:+.1f}%)"
+        out.print(line)

@@ -12,8 +12,11 @@ Idle time is spent polling, not sleeping. Clock: by default the serving thread's
 take on a shared core counts in neither; on an idle core it is the wall time (`--clock wall`). KV cache: a preallocated pool of `max_batch` slots per layer; decode attention runs over the slots'
 padded contexts with a mask (one batched kernel, as a paged kernel would).
 
-Iteration costs: the kernel profile of `distscope measure kernels` is not available on this branch, so
-the cost of this loop's own iterations is measured here, apart from the served requests (Profiler): a
+Iteration costs. A kernel profile (`distscope measure kernels`, fid-cal's) prices the kernels an
+iteration launches (KernelStep, `--kernels`); for a model this small on a CPU it misses most of the
+cost — PyTorch's per-op dispatch and the module calls around ~60 ops per layer, which no kernel
+table holds (measured: decode predicted 0.7 ms against 3 ms) — so the prediction that is checked
+prices the loop's own iterations, measured apart from the served requests (Profiler): a
 prefill iteration for every batch size, a decode iteration for every batch size at three contexts, in a
 shuffled order, before and after the run and in its idle gaps; the table of medians is what the
 simulator reads (interpolated in the context). The timing spread is reported. Only this module imports torch.
@@ -313,29 +316,109 @@ def profile_iterations(srv: Server, repeats: int = 5) -> IterationProfile:
 
 
 class ProfiledStep:
-    """A StepTimes (cost.py) read from an IterationProfile."""
+    """A StepTimes (cost.py) read from an IterationProfile. Decode is made affine in the summed context,
+    t = a_n + b·Σctx (one slope b fitted over every batch size by least squares, an intercept per batch),
+    the form the simulator's closed-form decode runs rely on."""
 
     def __init__(self, prof: IterationProfile) -> None:
         self.prof = prof
-        g = prof.ctx_grid
-        # decode is affine in the summed context between grid points: slope of the largest batch
-        n = len(prof.decode_s)
-        self.kv_s_per_ctx_token = max(0.0, (prof.decode_s[-1][-1] - prof.decode_s[-1][0]) / (n * (g[-1] - g[0]))) if g[-1] > g[0] else 0.0
+        g = np.array(prof.ctx_grid, dtype=float)
+        rows = [(n, g * n, np.array(r)) for n, r in enumerate(prof.decode_s, 1)]
+        # common slope: regress the per-batch centred times on the per-batch centred contexts
+        num = sum(float(((c - c.mean()) * (t - t.mean())).sum()) for _, c, t in rows)
+        den = sum(float(((c - c.mean()) ** 2).sum()) for _, c, t in rows)
+        self.kv_s_per_ctx_token = max(num / den, 0.0) if den > 0 else 0.0
+        self.a = [float((t - self.kv_s_per_ctx_token * c).mean()) for _, c, t in rows]
 
     def time_s(self, tokens: float, ctx: float = 0.0, attn_units: float = 0.0, rows: float = 0.0) -> float:
         p = self.prof
         if attn_units > 0:  # prefill iteration of k prompts (the loop never mixes the two kinds)
             k = min(max(round(tokens / p.input_len), 1), len(p.prefill_s))
             return p.prefill_s[k - 1]
-        n = min(max(round(tokens), 1), len(p.decode_s))
-        row = p.decode_s[n - 1]
-        return float(np.interp(ctx / max(tokens, 1), p.ctx_grid, row))
+        n = min(max(round(tokens), 1), len(self.a))
+        return self.a[n - 1] + self.kv_s_per_ctx_token * ctx
 
     def decode_crossover_tokens(self) -> float:
         return math.inf
 
 
-def predict(cfg: MeasureConfig, prof: IterationProfile) -> dict[str, np.ndarray]:
+def kernel_sweep() -> Any:
+    """The `measure kernels` sweep this model's shapes need (fp32 on CPU): GEMM M from one decode token to
+    a batched prefill, N and K over h..4h; attention over short sequences; element-wise down to 1 KiB,
+    whose time is the per-op floor of PyTorch's dispatch."""
+    from distscope.dtypes import DType
+    from distscope.measure.kernels import KernelSweep
+
+    return KernelSweep(gemm_m=(1, 2, 4, 8, 16, 32, 64, 128, 256), gemm_nk=(256, 512, 1024, 2048),
+                       attn_seq=(4, 8, 16, 32, 64), attn_head_dim=(32, 64, 128), attn_tokens=256, attn_width=256,
+                       elementwise_bytes=(1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 22), dtypes=(DType.FP32,),
+                       warmup=2, iters=9)
+
+
+class KernelStep:
+    """A StepTimes composed from a kernel profile (measure/kernel_profile.py): this GPT's iteration as the
+    kernels the serving loop launches, each priced by the measured tables — per layer the four GEMMs,
+    the attention (causal over the prompt in prefill; over the padded context in decode), and the
+    element-wise passes (norms, bias and residual adds, GELU, KV writes, decode's KV gather), each at
+    least the smallest element-wise call's time (the per-op dispatch floor); per iteration the
+    embedding, final norm, LM head and argmax."""
+
+    def __init__(self, kp: Any, cfg: MeasureConfig) -> None:
+        from distscope.dtypes import DType
+
+        self.kp, self.cfg, self.dt = kp, cfg, DType.FP32
+        self.floor = kp.mem_time_s(kp.elementwise.axes[0][0])
+        # decode made affine in Σctx for the simulator's closed-form runs: the slope between the shortest
+        # and the longest context a sequence reaches, at the largest batch
+        n, L0, L1 = cfg.max_batch, cfg.input_len + 1, cfg.input_len + cfg.output_len
+        self.kv_s_per_ctx_token = max(0.0, (self._decode(n, n * L1) - self._decode(n, n * L0)) / (n * (L1 - L0)))
+        self.a = [self._decode(k, k * L0) - self.kv_s_per_ctx_token * k * L0 for k in range(1, n + 1)]
+
+    def _el(self, nbytes: float) -> float:
+        return max(self.floor, self.kp.mem_time_s(nbytes))
+
+    def _layer(self, M: float, attn: float, kv_gather_bytes: float, extra_ops: int) -> float:
+        h = self.cfg.hidden
+        g = self.kp.gemm_time_s
+        t = g(self.dt, M, 3 * h, h) + g(self.dt, M, h, h) + g(self.dt, M, 4 * h, h) + g(self.dt, M, h, 4 * h) + attn
+        e = 4.0 * M * h  # one fp32 activation
+        for nbytes in (2 * e, 2 * e, 2 * e, 2 * e, 3 * e, 3 * e, 2 * e, 8 * e, 3 * e, 3 * e):
+            t += self._el(nbytes)  # ln1, K write, V write, head merge, +bias, +res, ln2, gelu, +bias, +res
+        if kv_gather_bytes:
+            t += 2 * self._el(kv_gather_bytes)
+        return t + extra_ops * self.floor
+
+    def _tail(self, M: float, rows: float) -> float:
+        h = self.cfg.hidden
+        return (3 * self._el(8.0 * M * h) + self._el(8.0 * rows * h)
+                + self.kp.gemm_time_s(self.dt, rows, self.cfg.vocab, h) + self.floor)
+
+    def _prefill(self, k: float) -> float:
+        c = self.cfg
+        M = k * c.input_len
+        hd = c.hidden // c.heads
+        attn = self.kp.attention_time_s(self.dt, True, k * c.heads, c.input_len, c.input_len, hd)[0]
+        return c.layers * self._layer(M, attn, 0.0, 0) + self._tail(M, k)
+
+    def _decode(self, n: float, ctx: float) -> float:
+        c = self.cfg
+        L = max(ctx / max(n, 1), 1.0)
+        hd = c.hidden // c.heads
+        attn = self.kp.attention_time_s(self.dt, False, n * c.heads, 1, L, hd)[0]
+        gather = 2.0 * 4.0 * n * L * c.hidden  # K (or V) of the slots copied out, read + write
+        return c.layers * self._layer(n, attn, gather, 2) + self._tail(n, n)  # + mask arange/compare
+
+    def time_s(self, tokens: float, ctx: float = 0.0, attn_units: float = 0.0, rows: float = 0.0) -> float:
+        if attn_units > 0:
+            return self._prefill(max(tokens / self.cfg.input_len, 1.0))
+        n = min(max(round(tokens), 1), len(self.a))
+        return self.a[n - 1] + self.kv_s_per_ctx_token * ctx
+
+    def decode_crossover_tokens(self) -> float:
+        return math.inf
+
+
+def predict(cfg: MeasureConfig, prof: Any) -> dict[str, np.ndarray]:
     """`serve simulate` of the measured load: the engine's VLLM policy with this machine's iteration costs."""
     from distscope.serve.engine import Ledger, ReplicaSim
     from distscope.serve.layout import Layout
@@ -357,8 +440,9 @@ def predict(cfg: MeasureConfig, prof: IterationProfile) -> dict[str, np.ndarray]
     T = cfg.input_len + cfg.output_len
     mem = ReplicaMemory(weights_bytes=0.0, workspace_bytes=0.0, kv_budget_bytes=float(cfg.max_batch * T), kv_bytes_per_token=1.0,
                         block_tokens=1)
+    step = prof if isinstance(prof, KernelStep) else ProfiledStep(prof)
     rep = Replica(spec=spec, cluster=get_cluster("dgx-h100", 1), layout=Layout(), prec=ServePrecision(), stack=stack,
-                  step=ProfiledStep(prof), memory=mem)
+                  step=step, memory=mem)
     w = Workload(arrival=Arrival.POISSON, requests=cfg.requests, input_len=cfg.input_len, output_len=cfg.output_len,
                  rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     times = arrival_times(w)
@@ -386,10 +470,20 @@ def stats(r: dict[str, np.ndarray]) -> dict[str, float]:
             "throughput_out_tok_s": float(r["out"].sum() / (np.nanmax(r["finish"]) - r["arrival"].min()))}
 
 
-def measure_and_predict(cfg: MeasureConfig, profile: str | None = None) -> dict[str, Any]:
+def measure_and_predict(cfg: MeasureConfig, profile: str | None = None, kernels: bool = False) -> dict[str, Any]:
+    """Serve for real; predict from this loop's iteration profile and, with `kernels` (or a `profile`
+    file), also from a kernel profile (`distscope measure kernels`, run here with kernel_sweep())."""
+    kp = None
     if profile is not None:
-        raise DistscopeError("--profile: kernel profiles (distscope measure kernels) are not read by serve measure yet; "
-                             "it measures its own iteration costs")
+        from distscope.measure.profile import load_profile
+
+        kp = load_profile(Path(profile)).kernels
+        if kp is None:
+            raise DistscopeError(f"--profile={profile!r} has no kernels section (run distscope measure kernels)")
+    elif kernels:
+        from distscope.measure.kernels import measure_kernels
+
+        kp = measure_kernels(kernel_sweep(), "cpu")
     srv = Server(cfg)
     profiler = Profiler(srv)
     profiler.passes(1, warm=True)
@@ -397,7 +491,12 @@ def measure_and_predict(cfg: MeasureConfig, profile: str | None = None) -> dict[
     real = serve_real(cfg, srv, idle=profiler.idle)
     profiler.passes(2)
     prof = profiler.profile()
-    sim = predict(cfg, prof)
-    m, p = stats(real), stats(sim)
-    return {"config": dataclasses.asdict(cfg), "iteration_profile": dataclasses.asdict(prof), "measured": m, "predicted": p,
-            "error_pct": {k: 100.0 * (p[k] - m[k]) / m[k] for k in m}}
+    m = stats(real)
+    p = stats(predict(cfg, prof))
+    out: dict[str, Any] = {"config": dataclasses.asdict(cfg), "iteration_profile": dataclasses.asdict(prof), "measured": m,
+                           "predicted": p, "error_pct": {k: 100.0 * (p[k] - m[k]) / m[k] for k in m}}
+    if kp is not None:
+        pk = stats(predict(cfg, KernelStep(kp, cfg)))
+        out.update(kernel_profile=kp.source, predicted_from_kernels=pk,
+                   error_pct_from_kernels={k: 100.0 * (pk[k] - m[k]) / m[k] for k in m})
+    return out
