@@ -111,6 +111,16 @@ def search(*, spec: ModelSpec, cluster: Cluster, gpus: int, stack: Stack, input_
            chunks: tuple[int, ...] = (), disaggregate: bool = True, simulate_top: int = 8,
            context: int | None = None, progress: Callable[[int], None] | None = None) -> list[Candidate]:
     """Ranked candidates, best first (simulated ones ahead of the merely estimated)."""
+    if not 1 <= gpus <= 65_536:
+        raise DistscopeError(f"--gpus={gpus} must be in 1..65,536")
+    if not 1 <= requests <= 20_000:
+        raise DistscopeError(f"--requests={requests} must be in 1..20,000 per simulated plan")
+    if simulate_top < 1:
+        raise DistscopeError(f"--simulate-top={simulate_top} must be >= 1")
+    if rate_per_s is not None and not rate_per_s > 0:
+        raise DistscopeError(f"--rate={rate_per_s} must be > 0")
+    if not batches or min(batches) < 1 or (chunks and min(chunks) < 1):
+        raise DistscopeError(f"--batches={list(batches)} and --chunks={list(chunks)} must be integers >= 1")
     peaks = dict(cluster.device.peak_flops)
     chunk_opts = chunks or (stack.max_batched_tokens,)
     reps: dict[tuple[Layout, ServePrecision, int, int], Replica] = {}
@@ -120,6 +130,8 @@ def search(*, spec: ModelSpec, cluster: Cluster, gpus: int, stack: Stack, input_
         for prec in precisions(peaks, allowed_precisions):
             for mb in batches:
                 for ch in chunk_opts:
+                    if ch < mb:
+                        continue  # a chunk below the batch limit cannot give every sequence its token
                     st = dataclasses.replace(stack, max_num_seqs=mb, max_batched_tokens=ch)
                     try:
                         rep = build_replica(spec=spec, cluster=cluster.with_gpus(max(cluster.num_gpus, layout.gpus)),

@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from distscope.errors import DistscopeError
+from distscope.userfile import read_text
+
+MAX_REQUESTS = 500_000  # ~10 s of simulation on one core
 
 
 class Arrival(enum.Enum):
@@ -47,12 +50,14 @@ class Workload:
     trace: tuple[tuple[float, int, int], ...] = ()  # TRACE
 
     def __post_init__(self) -> None:
+        if self.seed < 0:
+            raise DistscopeError(f"seed={self.seed} must be >= 0")
         if self.arrival is Arrival.TRACE:
             if not self.trace:
                 raise DistscopeError("trace: the file holds no requests")
             return
-        if self.requests < 1:
-            raise DistscopeError(f"requests={self.requests} must be >= 1")
+        if not 1 <= self.requests <= MAX_REQUESTS:
+            raise DistscopeError(f"requests={self.requests} must be in 1..{MAX_REQUESTS:,} (simulate longer loads in pieces)")
         if self.input_len < 1 or self.output_len < 1:
             raise DistscopeError(f"input_len={self.input_len}, output_len={self.output_len} must be >= 1")
         if self.arrival is Arrival.POISSON and not self.rate_per_s > 0:
@@ -106,26 +111,25 @@ def arrival_times(w: Workload) -> np.ndarray | None:
 def read_trace(path: str) -> tuple[tuple[float, int, int], ...]:
     """A trace of requests: CSV with a header naming arrival_s (or arrival/timestamp), input_len and
     output_len, or JSON lines with those keys. Rows sorted by arrival; every error names line and field."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise DistscopeError(f"--trace={path!r}: cannot read ({exc.strerror})") from None
+    text = _read(path, "--trace")
     rows: list[dict[str, Any]] = []
     stripped = text.lstrip()
     if stripped.startswith("{"):
         for i, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    rows.append({"_line": i, **json.loads(line)})
-                except json.JSONDecodeError:
-                    raise DistscopeError(f"--trace={path!r} line {i}: not a JSON object") from None
+                    obj = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    obj = None
+                if not isinstance(obj, dict):
+                    raise DistscopeError(f"--trace={path!r} line {i}: not a JSON object")
+                rows.append({"_line": i, **obj})
     else:
         reader = csv.DictReader(text.splitlines())
         for i, r in enumerate(reader, 2):
             rows.append({"_line": i, **r})
     if not rows:
-        raise DistscopeError(f"--trace={path!r}: no requests")
+        raise DistscopeError(f"--trace={path!r}: no requests (need a header with arrival_s, input_len, output_len)")
     out: list[tuple[float, int, int]] = []
     for r in rows:
         line = r["_line"]
@@ -154,3 +158,13 @@ def _field(r: dict[str, Any], names: tuple[str, ...], kind: type, path: str, lin
                 raise DistscopeError(f"--trace={path!r} line {line}: {n}={v!r} is not an integer")
             return int(f) if kind is int else f
     raise DistscopeError(f"--trace={path!r} line {line}: missing field {names[0]}")
+
+
+def _read(path: str | Path, what: str) -> str:
+    """userfile.read_text, with a path the OS cannot take (a NUL byte) as a one-line error too."""
+    try:
+        return read_text(path, what)
+    except ValueError as exc:
+        if isinstance(exc, DistscopeError):
+            raise
+        raise DistscopeError(f"{what} {str(path)!r}: not a usable path ({exc})") from None

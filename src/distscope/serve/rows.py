@@ -25,6 +25,7 @@ from distscope.serve.precision import ServePrecision, parse_dtype
 from distscope.system.device import get_device
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
+from distscope.userfile import read_text
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 METRICS = ("throughput_out_tok_s", "ttft_s", "tpot_s")
@@ -190,12 +191,11 @@ def parse_row(r: dict[str, str]) -> ServingRow:
 
 def read_rows(path: str | Path) -> list[ServingRow | DistscopeError]:
     """Every row of the file, parsed, or the error that row raised (so one bad row does not stop the rest)."""
-    p = Path(path)
+    text = _read(path, "serving CSV")
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise DistscopeError(f"{path}: cannot read ({exc.strerror})") from None
-    rows = list(csv.DictReader(text.splitlines()))
+        rows = list(csv.DictReader(text.splitlines()))
+    except csv.Error as exc:
+        raise DistscopeError(f"serving CSV {str(path)!r}: not CSV ({exc})") from None
     if not rows:
         raise DistscopeError(f"{path}: no rows")
     missing = [c for c in REQUIRED if c not in rows[0]]
@@ -208,3 +208,13 @@ def read_rows(path: str | Path) -> list[ServingRow | DistscopeError]:
         except DistscopeError as exc:
             out.append(exc)
     return out
+
+
+def _read(path: str | Path, what: str) -> str:
+    """userfile.read_text, with a path the OS cannot take (a NUL byte) as a one-line error too."""
+    try:
+        return read_text(path, what)
+    except ValueError as exc:
+        if isinstance(exc, DistscopeError):
+            raise
+        raise DistscopeError(f"{what} {str(path)!r}: not a usable path ({exc})") from None

@@ -61,6 +61,8 @@ def build_serving(*, model: str, cluster: str, gpus: int | None, tp: int, pp: in
     spec = get_model(model)
     layout = Layout(tp=tp, pp=pp, ep=ep)
     total = gpus if gpus is not None else layout.gpus
+    if total > 65_536:
+        raise DistscopeError(f"--gpus={total} exceeds the 65,536 GPUs serve models")
     if total < layout.gpus:
         raise DistscopeError(f"--gpus={total} is fewer than one replica needs (tp·pp = {layout.gpus})")
     c = build_cluster(cluster, max(total, layout.gpus))
@@ -75,6 +77,9 @@ def build_serving(*, model: str, cluster: str, gpus: int | None, tp: int, pp: in
         if chunk < 1:
             raise DistscopeError(f"--chunk={chunk} must be >= 1")
         st = dataclasses.replace(st, max_batched_tokens=chunk)
+    if st.max_batched_tokens < st.max_num_seqs:
+        raise DistscopeError(f"--chunk={st.max_batched_tokens} must be >= --max-batch={st.max_num_seqs}: every running "
+                             "sequence needs a token of the iteration's budget (vLLM's rule)")
     policy = st.policy if scheduler is None else parse_enum(Policy, scheduler, "--scheduler")
     assert isinstance(policy, Policy)
     if policy is not st.policy:

@@ -19,6 +19,8 @@ from distscope.serve.requests import Workload, arrival_times, lengths
 from distscope.serve.stack import Policy
 from distscope.sim.loop import EventLoop
 
+MAX_GPUS = 65_536
+
 
 class Router(enum.Enum):
     ROUND_ROBIN = "round-robin"
@@ -69,8 +71,14 @@ def simulate(replica: Replica, workload: Workload, *, replicas: int = 1, router:
     """Serve `workload` on `replicas` copies of `replica` behind `router`; with decode_replicas > 0 the
     copies of `replica` only prefill and hand each request to a pool of `decode_replica`s (disaggregated
     prefill/decode)."""
-    if replicas < 1:
-        raise DistscopeError(f"replicas={replicas} must be >= 1")
+    if replicas < 1 or decode_replicas < 0:
+        raise DistscopeError(f"replicas={replicas}, decode_replicas={decode_replicas}: need at least one replica")
+    gpus = (replicas + decode_replicas) * replica.layout.gpus
+    if gpus > MAX_GPUS:
+        raise DistscopeError(f"replicas={replicas + decode_replicas} of {replica.layout.gpus} GPUs: {gpus:,} GPUs exceed the "
+                             f"{MAX_GPUS:,} serve simulates")
+    if decode_replicas and policy is Policy.STATIC:
+        raise DistscopeError("--scheduler static cannot feed a disaggregated decode pool: a prefill pool schedules continuously")
     inp, out = lengths(workload)
     check_fits(replica, inp, out)
     dec = decode_replica or replica
