@@ -16,7 +16,7 @@ from distscope.serve.context import check_lengths, context_len
 from distscope.serve.layout import Layout
 from distscope.serve.precision import ServePrecision, parse_dtype
 from distscope.serve.replica import Replica, build_replica
-from distscope.serve.stack import Policy, get_stack
+from distscope.serve.stack import Policy, for_device, get_stack
 from distscope.workload.catalog import get_model
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Catalog key (see `distscope models`) or a Hugging Face config.json.")]
@@ -28,7 +28,7 @@ EpOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel degree (inside
 WeightsOpt = Annotated[str, typer.Option("--weights", help="Weight dtype: bf16, fp16, fp8, int8, int4, fp4.")]
 ActOpt = Annotated[str, typer.Option("--act", help="GEMM activation dtype; auto = the weight dtype where the GPU has its tensor cores, else bf16.")]
 KvOpt = Annotated[str, typer.Option("--kv", help="KV-cache dtype: bf16, fp16, fp8, int8, int4, fp4.")]
-StackOpt = Annotated[str, typer.Option("--stack", help="Serving stack: trtllm, trtllm-0.6, vllm, vllm-0.5, vllm-chunked, sglang, ideal.")]
+StackOpt = Annotated[str, typer.Option("--stack", help="Serving stack: trtllm, trtllm-0.6, vllm (0.6-0.7), vllm-0.5, vllm-chunked, vllm-v1, sglang, ideal.")]
 SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="Override the stack's policy: static, vllm, inflight, chunked.")]
 MaxBatchOpt = Annotated[int | None, typer.Option("--max-batch", help="Most sequences in flight per replica (default: the stack's).")]
 ChunkOpt = Annotated[int | None, typer.Option("--chunk", help="Prompt tokens per iteration (chunked-prefill budget; default: the stack's).")]
@@ -68,7 +68,7 @@ def build_serving(*, model: str, cluster: str, gpus: int | None, tp: int, pp: in
     c = build_cluster(cluster, max(total, layout.gpus))
     w = parse_dtype(weights, "--weights")
     prec = ServePrecision(weights=w, activations=parse_act(act, w, c.device), kv=parse_dtype(kv, "--kv"))
-    st = get_stack(stack)
+    st = for_device(get_stack(stack), c.device.usable_bytes, c.device.name)
     if max_batch is not None:
         if max_batch < 1:
             raise DistscopeError(f"--max-batch={max_batch} must be >= 1")

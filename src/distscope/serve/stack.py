@@ -27,6 +27,12 @@ validation CSV:
   (page 1), `mem_fraction_static` 0.88 of total memory for weights + KV, a Python scheduler serial with
   the GPU (the overlap scheduler arrived in 0.4): ~1 ms per iteration and ~10 µs per sequence
   (assumed; the detokenizer runs in its own process).
+- vLLM ≥ 0.8 (`vllm-v1`, the V1 engine): chunked prefill always on, a budget of 8192 tokens and 1024
+  sequences on GPUs with >= 70 GB other than A100, else 2048 and 256 (vllm/engine/arg_utils.py
+  defaults for the OpenAI server); the engine core's host work is small and per step (1 ms per
+  iteration and 5 µs per sequence, assumed), serial with the GPU.
+- SGLang ≥ 0.4 and TensorRT-LLM ≥ 1.0 overlap their schedulers with the GPU (SGLang's "zero-overhead"
+  overlap scheduler, TensorRT-LLM's overlap scheduler in the PyTorch backend).
 - chunked prefill (Sarathi-Serve, Agrawal et al. OSDI'24; vLLM `--enable-chunked-prefill`): decodes
   first, then prompt chunks fill a token budget of 512 per iteration.
 - ideal: no CPU overhead, in-flight batching; a yardstick, not a product.
@@ -109,6 +115,8 @@ STACKS: dict[str, Stack] = {
     "vllm-chunked": Stack(name="vllm-chunked", policy=Policy.CHUNKED, max_num_seqs=256, max_batched_tokens=512,
                           block_tokens=16, kv_fraction=0.9, kv_budget=KvBudget.OF_TOTAL, step_cpu_s=2.5e-3,
                           seq_cpu_s=67e-6, cpu_overlapped=True),
+    "vllm-v1": Stack(name="vllm-v1", policy=Policy.CHUNKED, max_num_seqs=1024, max_batched_tokens=8192, block_tokens=16,
+                     kv_fraction=0.9, kv_budget=KvBudget.OF_TOTAL, step_cpu_s=1e-3, seq_cpu_s=5e-6, cpu_overlapped=False),
     "sglang": Stack(name="sglang", policy=Policy.VLLM, max_num_seqs=1024, max_batched_tokens=8192, block_tokens=1,
                     kv_fraction=0.88, kv_budget=KvBudget.OF_TOTAL, step_cpu_s=1e-3, seq_cpu_s=10e-6,
                     cpu_overlapped=False),
@@ -119,10 +127,10 @@ STACKS: dict[str, Stack] = {
 
 
 def calibrated(stack: Stack) -> Stack:
-    """The stack with the serving calibration's fitted values (vLLM's per-sequence CPU work)."""
+    """The stack with the serving calibration's fitted values (the V0 vLLM engine's per-sequence CPU work)."""
     from distscope.serve import calibration
 
-    if stack.name.startswith("vllm"):
+    if stack.name in ("vllm", "vllm-0.5", "vllm-chunked"):
         return dataclasses.replace(stack, seq_cpu_s=calibration.current().vllm_seq_cpu_s)
     return stack
 
@@ -134,8 +142,20 @@ def get_stack(name: str) -> Stack:
     return calibrated(STACKS[key])
 
 
+def for_device(stack: Stack, usable_bytes: float, device_name: str) -> Stack:
+    """vLLM V1's budget and sequence cap depend on the GPU (see the module doc)."""
+    if stack.name == "vllm-v1" and (usable_bytes < 70e9 or device_name.startswith("a100")):
+        return dataclasses.replace(stack, max_batched_tokens=2048, max_num_seqs=256)
+    return stack
+
+
 def stack_from_framework(framework: str) -> Stack:
     return calibrated(_from_framework(framework))
+
+
+def _version(text: str, name: str) -> tuple[int, int] | None:
+    m = re.search(name + r"\s*v?(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _from_framework(framework: str) -> Stack:
@@ -143,18 +163,22 @@ def _from_framework(framework: str) -> Stack:
     'NVIDIA NIM 1.8.0 (... likely TensorRT-LLM)'. vLLM below 0.6 is `vllm-0.5`."""
     f = framework.lower()
     if "tensorrt-llm" in f or "trt-llm" in f or "trtllm" in f or "nim" in f:
-        m = re.search(r"(?:tensorrt-llm|trt-llm|trtllm)\s*v?(\d+)\.(\d+)", f)
-        if m is not None and (int(m.group(1)), int(m.group(2))) < (0, 7):
+        v = _version(f, "(?:tensorrt-llm|trt-llm|trtllm)")
+        if v is not None and v < (0, 7):
             return _TRTLLM_06
+        if v is not None and v >= (1, 0):
+            return dataclasses.replace(_TRTLLM, cpu_overlapped=True)
         return _TRTLLM
     if "sglang" in f:
-        return STACKS["sglang"]
+        v = _version(f, "sglang")
+        return dataclasses.replace(STACKS["sglang"], cpu_overlapped=v is not None and v >= (0, 4))
     if "vllm" in f:
-        m = re.search(r"vllm\s*v?(\d+)\.(\d+)", f)
-        old = m is not None and (int(m.group(1)), int(m.group(2))) < (0, 6)
+        v = _version(f, "vllm")
+        if v is not None and v >= (0, 8):
+            return STACKS["vllm-v1"]
         if "chunked" in f:
             return STACKS["vllm-chunked"]
-        if old:
+        if v is not None and v < (0, 6):
             return STACKS["vllm-0.5"]
         steps = re.search(r"num-scheduler-steps\s*(\d+)", f)
         base = STACKS["vllm"]

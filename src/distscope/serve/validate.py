@@ -33,7 +33,7 @@ from distscope.serve.replica import build_replica
 from distscope.serve.requests import Arrival, LengthDist, Workload
 from distscope.serve.rows import METRICS, Scenario, ServingRow, Stat, cluster_for_gpu
 from distscope.serve.simulate import simulate
-from distscope.serve.stack import Policy, stack_from_framework
+from distscope.serve.stack import Policy, for_device, stack_from_framework
 
 FIXED_CONCURRENCY_ROUNDS = 10
 
@@ -64,6 +64,7 @@ def _predict(row: ServingRow, todo: Sequence[str]) -> dict[str, float]:
     layout = Layout(tp=row.tp, pp=row.pp, ep=row.ep)
     replicas = max(1, row.num_gpus // layout.gpus)
     cluster = cluster_for_gpu(row.gpu, max(layout.gpus, 1))
+    stack = for_device(stack, cluster.device.usable_bytes, cluster.device.name)
     policy: Policy | None = None
     kv_fraction = None
     if row.scenario is Scenario.STATIC:
