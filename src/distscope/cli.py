@@ -21,6 +21,7 @@ from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
 from distscope.report.cli import report_cmd
 from distscope.search.cli import plan_cmd
+from distscope.serve.cli import app as serve_app
 from distscope.sim.cli import simulate as simulate_cmd
 from distscope.trace.cli import trace_app
 from distscope.validate.cli import validate_cmd
@@ -59,6 +60,7 @@ app.command("report")(report_cmd)
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 app.add_typer(trace_app, name="trace")
+app.add_typer(serve_app, name="serve")
 
 
 # Usage errors come from click, or from the click that typer >= 0.2x vendors; both have format_message().

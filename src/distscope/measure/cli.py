@@ -263,6 +263,64 @@ def calibrate(
             warn(w)
 
 
+@app.command()
+def kernels(
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (an existing profile's links are kept).")] = Path(
+        "kernel_profile.json"),
+    device: Annotated[str, typer.Option(help="cpu or cuda[:N]; default: cuda when present, else cpu.")] = "",
+    dtypes: Annotated[
+        list[str] | None, typer.Option(help="Dtypes (repeat or comma list) among fp32, fp16, bf16, fp8; default: "
+                                            "bf16,fp16,fp8 on a GPU (fp8 where supported), fp32,bf16 on CPU.")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Small CPU-sized sweep (default on CPU; --no-quick for the GPU grid).")
+                     ] = False,
+    gemm_m: Annotated[str | None, typer.Option(help="GEMM M values (tokens), comma list; overrides the sweep's.")] = None,
+    gemm_nk: Annotated[str | None, typer.Option(help="GEMM N and K values, comma list; overrides the sweep's.")] = None,
+    iters: Annotated[int | None, typer.Option(help="Timed calls per point (median kept).")] = None,
+    name: Annotated[str, typer.Option(help="Profile name (when a new file is written).")] = "measured",
+) -> None:
+    """Time matmul, scaled-dot-product attention and element-wise kernels with torch here; write the
+    tables as the `kernels` section of a system profile (use it with --profile)."""
+    import dataclasses
+
+    import torch
+
+    from distscope.dtypes import DType
+    from distscope.measure.kernels import KernelSweep, fp8_supported, measure_kernels, sweep_points
+    from distscope.measure.profile import SystemProfile, load_profile, save_profile
+    from distscope.report.progress import progress
+    from distscope.scenario import parse_int_list
+
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    on_cpu = dev == "cpu"
+    picked = [DType.parse(d, "--dtypes") for d in _split(dtypes)]
+    base = KernelSweep.quick() if (quick or on_cpu) else KernelSweep.full()
+    sweep = dataclasses.replace(
+        base, dtypes=tuple(picked) or base.dtypes,
+        gemm_m=parse_int_list(gemm_m, "--gemm-m") if gemm_m else base.gemm_m,
+        gemm_nk=parse_int_list(gemm_nk, "--gemm-nk") if gemm_nk else base.gemm_nk,
+        iters=iters if iters is not None else base.iters,
+    )
+    existing = load_profile(out) if out.exists() else None
+    total = sweep_points(sweep, fp8_supported(dev) if not on_cpu else False)
+    with progress(total, f"timing kernels on {dev}") as advance:
+        kp = measure_kernels(sweep, dev, progress=advance)
+    if existing is not None:
+        prof = dataclasses.replace(existing, kernels=kp)
+        _err.print(f"kept the links of the existing profile {out} and replaced its kernels section")
+    else:
+        prof = SystemProfile(name=name, levels={}, device=kp.device, source=kp.source, kernels=kp)
+    save_profile(prof, out)
+    for dt, g in kp.gemm.items():
+        _console.print(f"gemm {dt.value}: {len(g.values)} shapes, best {g.max_value:.2f} TFLOP/s")
+    for (dt, causal), t in kp.attention.items():
+        _console.print(f"attention {dt.value} {'causal' if causal else 'full'}: best fwd {t.fwd_tflops.max_value:.2f} "
+                       f"/ bwd {t.bwd_tflops.max_value:.2f} TFLOP/s")
+    if kp.elementwise is not None:
+        _console.print(f"element-wise: best {kp.elementwise.max_value:.1f} GB/s")
+    _console.print(f"wrote {out} ({kp.device})")
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def log(
     ctx: typer.Context,

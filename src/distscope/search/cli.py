@@ -47,6 +47,7 @@ def plan_cmd(
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Also search quantized communication (DP grads, ZeRO weights, TP activations).")] = True,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
     link: S.LinkOpt = None,
+    profile: S.ProfileOpt = None,
     max_memory: S.MaxMemoryOpt = None,
     headroom: S.HeadroomOpt = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
@@ -91,7 +92,7 @@ def plan_cmd(
     seq = S.default_seq(spec) if seq is None else seq
     S.check_seq(spec, seq)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
-    c = S.build_cluster(cluster, gpus, link, max_memory=max_memory, headroom=headroom)
+    c = S.build_cluster(cluster, gpus, link, profile=profile, max_memory=max_memory, headroom=headroom)
     space = SearchSpace(
         precision=Precision.parse(precision, "--precision"),
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]

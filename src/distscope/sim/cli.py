@@ -12,6 +12,8 @@ import typer
 from distscope.errors import DistscopeError, closest
 
 if TYPE_CHECKING:
+    from distscope.measure.kernel_profile import KernelProfile
+    from distscope.sim.program import Device
     from distscope.sim.result import SimResult
 
 MODES = ("unaware", "shared")
@@ -44,6 +46,11 @@ def simulate(
     gpus: Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs of the --cluster preset.")] = None,
     link: Annotated[
         str | None, typer.Option("--link", help="With --cluster: level bandwidths in GB/s, e.g. nvlink=300,ib=25.")
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="With --cluster: system profile JSON (measure calibrate/kernels): measured α/β "
+                     "replace the preset's links; kernel tables price compute nodes that carry no duration."),
     ] = None,
     network_mode: Annotated[
         str,
@@ -101,12 +108,16 @@ def simulate(
         from distscope.scenario import build_cluster
         from distscope.sim.cluster_network import ClusterNetwork
 
-        c = build_cluster(cluster, gpus, link)
+        c = build_cluster(cluster, gpus, link, profile)
         model = ClusterNetwork(c)
         device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
+        if c.device.kernels is not None:
+            device = _measured_device(c.device.kernels, device)
         where = f"cluster {cluster!r} x{gpus}"
         npus = c.num_gpus
     else:
+        if profile is not None:
+            raise DistscopeError("--profile applies to --cluster; ASTRA-sim --network/--system carry their own numbers")
         if network is None or system is None:
             raise DistscopeError("simulate needs --network NET.yml and --system SYS.json, or --cluster NAME --gpus N")
         net = read_network(network)
@@ -152,6 +163,18 @@ def simulate(
         return
     _print_table(result)
 
+
+
+def _measured_device(kp: KernelProfile, device: Device) -> Device:
+    """Compute nodes that carry only FLOPs and bytes run at the profile's best measured bf16 GEMM
+    throughput and element-wise bandwidth (traces from `trace generate --profile` carry durations)."""
+    import dataclasses
+
+    from distscope.dtypes import DType
+
+    peak = kp.gemm[DType.BF16].max_value * 1e12 if DType.BF16 in kp.gemm else device.peak_flops
+    bw = kp.elementwise.max_value * 1e9 if kp.elementwise is not None else device.mem_bw_Bps
+    return dataclasses.replace(device, peak_flops=peak, mem_bw_Bps=bw)
 
 
 def _print_table(result: SimResult) -> None:

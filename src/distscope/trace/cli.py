@@ -75,6 +75,7 @@ def generate(
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
+    profile: S.ProfileOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
     symmetric: Annotated[
         bool,
@@ -116,6 +117,7 @@ def generate(
         attention=attention,
         stage_layers=stage_layers,
         link=link,
+        profile=profile,
     )
     from distscope.report.progress import progress
     from distscope.trace.builder import traced_ranks
