@@ -23,6 +23,6 @@ def test_memory_model_against_published_peaks() -> None:
     assert len(rows) >= 10
     errs = [abs(r.error_pct) for r in rows]
     print({r.run_id: round(r.error_pct, 1) for r in rows})
-    assert statistics.mean(errs) <= 40.0  # measured 37.9%: far from the 10% target
+    assert statistics.mean(errs) <= 40.0  # measured 38.3%: far from the 10% target
     eager = [abs(r.error_pct) for r in rows if not r.compiled]
     assert statistics.mean(eager) <= 35.0  # measured 33.5% on the 2 eager rows
