@@ -69,5 +69,5 @@ def progress(total: int | None, description: str) -> Iterator[Bar]:
 
     cols = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn()]
-    with Progress(*cols, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*cols, console=Console(stderr=True), transient=True, refresh_per_second=4) as bar:
         yield Bar(bar, bar.add_task(description, total=total))
