@@ -115,7 +115,7 @@ def predicted_vs_measured(rows: list[dict[str, Any]]) -> Any:
                     mode="markers", name="runs", text=[f"{r['run_id']}: {r['error_pct']:+.1f}%" for r in pts])
     rng = [math.log10(lo), math.log10(hi)]
     fig.update_layout(title="Predicted vs measured step time", height=680,
-                      xaxis={"type": "log", "title": "measured s", "range": rng},
+                      xaxis={"type": "log", "title": "measured s", "range": rng, "constrain": "domain"},
                       yaxis={"type": "log", "title": "predicted s", "range": rng, "scaleanchor": "x"})
     return fig
 
