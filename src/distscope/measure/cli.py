@@ -114,12 +114,20 @@ def collectives(
                 os.environ, DISTSCOPE_SWEEP_QUIET="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1")
             )
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH", "")]))
+            from distscope.report.progress import enabled
+
+            # With a terminal, the child's stderr goes straight to it, so rank 0 can draw the progress bar.
+            live = enabled()
+            if live:
+                env["DISTSCOPE_PROGRESS"] = "1"
+                env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # torch's deprecation notes, once per rank
             try:
-                proc = subprocess.run(cmd, env=env, timeout=timeout_s, capture_output=True, text=True)
+                proc = subprocess.run(cmd, env=env, timeout=timeout_s, stdout=subprocess.PIPE,
+                                      stderr=None if live else subprocess.PIPE, text=True)
             except subprocess.TimeoutExpired:
                 raise DistscopeError(f"timeout_s={timeout_s}: the sweep did not finish in time") from None
             if proc.returncode != 0 or not tmp_out.exists():
-                tail = (proc.stderr or "").strip().splitlines()[-5:]
+                tail = (proc.stderr or "(its output is above)").strip().splitlines()[-5:]
                 raise DistscopeError(
                     f"sweep with nproc={nproc} failed (exit {proc.returncode}): {' | '.join(tail)}"
                 )
@@ -162,9 +170,14 @@ def _sweep_in_process(cfg: object, backend: str, timeout_s: float) -> list[Colle
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend, timeout=timedelta(seconds=min(timeout_s, 300)))
+    from distscope.report.progress import progress
+
     try:
-        results = run_sweep(cfg)
         rank = dist.get_rank()
+        if rank != 0:
+            os.environ["DISTSCOPE_PROGRESS"] = "0"  # one bar, drawn by rank 0
+        with progress(None, f"sweeping collectives ({dist.get_world_size()} ranks, points)") as bar:
+            results = run_sweep(cfg, progress=bar.update)
     finally:
         dist.destroy_process_group()
     if rank != 0:
@@ -238,14 +251,19 @@ def calibrate(
     from distscope.measure.profile import save_profile
     from distscope.measure.result import load_results
     from distscope.measure.tables import profile_table
+    from distscope.report.cli import check_report
+    from distscope.report.progress import progress
     from distscope.userfile import read_text
 
+    check_report(report)
     results = []
-    for p in inputs:
-        if p.suffix in (".json", ".csv"):
-            results.extend(load_results(p))
-        else:
-            results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
+    with progress(len(inputs), "reading measurements (files)") as advance:
+        for p in inputs:
+            if p.suffix in (".json", ".csv"):
+                results.extend(load_results(p))
+            else:
+                results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
+            advance()
     dev = device or next((r.device for r in results if r.device), "")
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
@@ -253,8 +271,10 @@ def calibrate(
     if report is not None:
         from distscope.report.cli import write_report
 
-        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": [r.to_dict() for r in results]},
-                     report)
+        # the points the fit used: out-of-place results, at the fitted statistic
+        points = [{**r.to_dict(), "time_s": r.time_s if stat == "median" else r.time_min_s}
+                  for r in results if not r.in_place]
+        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": points}, report)
     from distscope.errors import warn
     from distscope.measure.profile import profile_warnings
 

@@ -130,7 +130,7 @@ def generate(
     check_writable_dir(out_dir, "-o")
     with progress(len(traces.graphs), f"writing trace files to {out_dir}") as advance:
         if symmetric:
-            write_symmetric(out_dir, traces, prefix=prefix)
+            write_symmetric(out_dir, traces, prefix=prefix, on_rank=advance)
         else:
             write_traces(out_dir / prefix, traces, on_rank=advance)
     summary = {
