@@ -10,6 +10,7 @@ import dataclasses
 import enum
 
 from distscope.errors import DistscopeError
+from distscope.hashmemo import memo_hash
 
 
 class AttentionKind(enum.Enum):
@@ -71,6 +72,7 @@ class MLASpec:
     v_head_dim: int
 
 
+@memo_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
