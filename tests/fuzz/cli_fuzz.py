@@ -42,6 +42,7 @@ SEEDS: dict[str, list[list[str]]] = {
              ["--model", "gpt3-1.3b", "--cluster", "dgx-a100", "--gpus", "16", "--simulate-top", "0", "--json"]],
     "trace generate": [["--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--symmetric"]],
     "validate": [["--json"]],
+    "explore": [["--model", "llama3-8b", "--gpus", "8", "--global-batch", "32", "--no-compression"]],
 }
 
 

@@ -17,7 +17,8 @@ import dataclasses
 import logging
 import os
 import socket
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,26 @@ def probe(address: str, timeout_s: float) -> None:
         raise DistscopeError(f"--ray={address!r}: no answer from {host}:{port} within {timeout_s:g} s ({why})") from None
 
 
+_PROBE = """
+import logging, sys
+import ray
+ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.shutdown()
+"""
+
+
+def connect_probe(address: str, timeout_s: float) -> None:
+    """`ray.init(address)` in a child process that must succeed within the timeout (it is killed
+    otherwise): an address where something answers but no Ray does makes ray.init retry for minutes."""
+    try:
+        r = subprocess.run([sys.executable, "-c", _PROBE, address], capture_output=True, timeout=timeout_s, text=True)
+    except subprocess.TimeoutExpired:
+        raise DistscopeError(f"--ray={address!r}: Ray did not connect within {timeout_s:g} s (--ray-timeout)") from None
+    if r.returncode != 0:
+        last = next((ln for ln in reversed(r.stderr.strip().splitlines()) if ln.strip()), "unknown error")
+        raise DistscopeError(f"--ray={address!r}: cannot connect: {' '.join(last.split())[:300]}")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RayEngine:
     address: str = LOCAL
@@ -80,11 +101,13 @@ class RayEngine:
         return f"ray ({self.address})"
 
     def _init(self, ray: Any) -> bool:
-        """Connect (or start); True when this call started the instance (and must shut it down)."""
+        """Connect (or start); True when this call started the instance (and must shut it down).
+        `ray.init` runs in this (the main) thread: Ray's core worker cannot be shut down cleanly when
+        it was started from another thread, so a remote address is first tried by a child process under
+        the connect timeout (`connect_probe`)."""
         if ray.is_initialized():
             return False
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                  "logging_level": logging.ERROR, "configure_logging": True}
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
         pkg = str(Path(__file__).resolve().parents[1])  # .../distscope
         if self.address == LOCAL:
             # workers are started from this process's environment: make them import this distscope
@@ -92,27 +115,16 @@ class RayEngine:
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
             kwargs["num_cpus"] = self.cpus or None
         else:
-            kwargs["address"] = self.address
             if self.address != AUTO:
                 probe(self.address, self.connect_timeout_s)
                 kwargs["runtime_env"] = {"py_modules": [pkg]}
-        box: dict[str, BaseException] = {}
-
-        def connect() -> None:
-            try:
-                ray.init(**kwargs)
-            except BaseException as exc:
-                box["error"] = exc
-
-        th = threading.Thread(target=connect, name="ray-init", daemon=True)
-        th.start()
-        th.join(self.connect_timeout_s if self.address != LOCAL else max(self.connect_timeout_s, 120.0))
-        if th.is_alive():
-            raise DistscopeError(f"--ray={self.address!r}: Ray did not connect within {self.connect_timeout_s:g} s "
-                                 "(--ray-timeout)")
-        if "error" in box:
-            msg = " ".join(str(box["error"]).split())[:300]
-            raise DistscopeError(f"--ray={self.address!r}: cannot connect: {type(box['error']).__name__}: {msg}")
+            connect_probe(self.address, self.connect_timeout_s)
+            kwargs["address"] = self.address
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:
+            msg = " ".join(str(exc).split())[:300]
+            raise DistscopeError(f"--ray={self.address!r}: cannot connect: {type(exc).__name__}: {msg}") from None
         return self.address == LOCAL
 
     def run(self, todo: list[tuple[str, Point]], settings: PlanSettings) -> Iterator[list[tuple[str, dict[str, Any]]]]:
