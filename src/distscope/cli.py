@@ -20,6 +20,7 @@ from distscope.explore.cli import explore_cmd
 from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
+from distscope.report.cli import report_cmd
 from distscope.search.cli import plan_cmd
 from distscope.sim.cli import simulate as simulate_cmd
 from distscope.trace.cli import trace_app
@@ -56,6 +57,7 @@ app.command("simulate")(simulate_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
 app.command("clusters")(clusters_cmd)
+app.command("report")(report_cmd)
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 app.add_typer(trace_app, name="trace")

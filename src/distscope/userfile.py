@@ -57,3 +57,14 @@ def write_text(path: str | Path, text: str, what: str) -> None:
         raise DistscopeError(f"{what} {str(p)!r} is a directory; give a file name") from None
     except OSError as exc:
         raise DistscopeError(f"cannot write {what} {str(p)!r} ({exc.strerror or exc})") from None
+
+
+def check_writable_dir(path: str | Path, what: str) -> None:
+    """Create the output directory (and parents) or fail with one line naming it."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise DistscopeError(f"{what} {str(p)!r} exists and is not a directory") from None
+    except OSError as exc:
+        raise DistscopeError(f"cannot create {what} {str(p)!r} ({exc.strerror or exc})") from None

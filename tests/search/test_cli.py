@@ -28,8 +28,9 @@ def test_json_contract() -> None:
     assert len(d["top"]) == 3 and 0 < d["feasible"] <= d["evaluated"]
     for k in ("tp", "pp", "vp", "cp", "ep", "dp", "micro_batch", "recompute", "zero_stage", "sequence_parallel"):
         assert k in d["best"]
-    assert d["megatron_args"].startswith("--tensor-model-parallel-size")
-    assert "[parallelism]" in d["torchtitan_toml"] and d["why"]
+    meg = d["megatron"]
+    assert meg["problems"] == [] and "--tensor-model-parallel-size" in meg["text"] and d["why"]
+    assert d["torchtitan"]["problems"] or "def distscope_plan" in d["torchtitan"]["text"]
     assert d["compression"]["speedup"] > 0 and d["compression"]["with"]["compression"] != "none"
 
 
@@ -37,7 +38,7 @@ def test_table_and_megatron_arguments() -> None:
     r = run(*SMALL, "--no-compression")
     assert r.returncode == 0, r.stderr
     assert "why #1 wins" in r.stdout and "--tensor-model-parallel-size" in r.stdout
-    assert "[parallelism]" in r.stdout and "distscope estimate" in r.stdout
+    assert "torchtitan" in r.stdout and "distscope estimate" in r.stdout
 
 
 def test_bad_input_is_one_line_exit_2() -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import shlex
-
-import tomllib
 
 from distscope.dtypes import Precision
 from distscope.model.estimate import estimate
 from distscope.plan import Dim, Plan, Recompute, Schedule
 from distscope.scenario import build_scenario
-from distscope.search.emit import estimate_command, megatron_args, pipeline_layout, torchtitan_toml
+from distscope.search.emit import estimate_command, megatron_args, pipeline_layout, torchtitan_recipe
 from distscope.search.explain import explain, field_diffs
 from distscope.search.planner import Candidate
 from distscope.system.presets import get_cluster
@@ -70,17 +69,24 @@ def test_megatron_uneven_split_uses_layout_that_round_trips() -> None:
     assert a["--data-parallel-sharding-strategy"] == "optim_grads_params"
 
 
-def test_torchtitan_fragment_is_valid_toml() -> None:
+def test_torchtitan_recipe_sets_the_plan() -> None:
+    spec = get_model("llama3-70b")
     p = Plan(dp=8, tp=2, pp=2, vp=2, cp=2, schedule=Schedule.INTERLEAVED, zero_stage=3, micro_batch=2,
              recompute=Recompute.SELECTIVE, overlap=ALL)
-    doc = tomllib.loads(torchtitan_toml(p, SPEC, SHAPE))
-    par = doc["parallelism"]
-    assert par["data_parallel_shard_degree"] == 8 and par["data_parallel_replicate_degree"] == 1
-    assert par["tensor_parallel_degree"] == 2 and par["pipeline_parallel_degree"] == 2
-    assert par["context_parallel_degree"] == 2 and par["pipeline_parallel_schedule"] == "Interleaved1F1B"
-    assert par["pipeline_parallel_microbatch_size"] == 2 and par["pipeline_parallel_layers_per_stage"] == 20
-    assert doc["activation_checkpoint"]["mode"] == "selective"
-    assert doc["training"]["local_batch_size"] * 8 == SHAPE.global_batch
+    src = torchtitan_recipe(p, spec, SHAPE, 8)
+    ns: dict = {}
+    body = src.split("def distscope_plan():")[1].replace("    ", "")
+    for line in body.splitlines():
+        if line.startswith("config.") and "Config()" not in line and "model_registry" not in line:
+            key, _, value = line.partition(" = ")
+            ns[key[len("config."):]] = ast.literal_eval(value.split("  #")[0])
+    assert ns["parallelism.data_parallel_shard_degree"] == 8 and ns["parallelism.data_parallel_replicate_degree"] == 1
+    assert ns["parallelism.tensor_parallel_degree"] == 2 and ns["parallelism.pipeline_parallel_degree"] == 2
+    assert ns["parallelism.pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert len(ns["parallelism.module_fqns_per_model_part"]) == 4  # pp * vp parts
+    assert ns["parallelism.num_pp_microbatches"] * 2 * 8 == SHAPE.global_batch
+    assert ns["training.num_tokens_per_train_step"] == SHAPE.global_batch * SHAPE.seq_len
+    assert "SelectiveAC.Config()" in src and ns["compile.enable_async_tensor_parallel"] is True
 
 
 def test_estimate_command_reproduces_the_prediction() -> None:

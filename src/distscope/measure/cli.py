@@ -228,6 +228,9 @@ def calibrate(
     stat: Annotated[
         str, typer.Option(help="Time to fit: median (time_s) or min (fastest iteration).")
     ] = "median",
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write an HTML report: measured points vs the fitted lines.")
+    ] = None,
 ) -> None:
     """Fit alpha (latency) and beta (s/byte) per level and op; report max relative error; save a profile."""
     from distscope.measure.calibrate import calibrate as fit
@@ -247,6 +250,11 @@ def calibrate(
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
     _console.print(profile_table(profile))
+    if report is not None:
+        from distscope.report.cli import write_report
+
+        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": [r.to_dict() for r in results]},
+                     report)
     from distscope.errors import warn
     from distscope.measure.profile import profile_warnings
 

@@ -39,6 +39,7 @@ def estimate_cmd(
     compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     comm_volume: Annotated[bool, typer.Option(
         "--comm-volume", help="Print bytes per (op, dim) per training step per rank (each pipeline stage) instead."
     )] = False,
@@ -59,8 +60,8 @@ def estimate_cmd(
     if comm_volume:
         from distscope.model.comm_volume import comm_volume_report, comm_volume_table
 
-        report = comm_volume_report(sc.spec, sc.shape, sc.plan)
-        print_json(report) if as_json else out.print(comm_volume_table(report))
+        volume = comm_volume_report(sc.spec, sc.shape, sc.plan)
+        print_json(volume) if as_json else out.print(comm_volume_table(volume))
         return
     if compress:
         import dataclasses
@@ -73,10 +74,33 @@ def estimate_cmd(
 
         raise DistscopeError(f"--quant-gbps={quant_gbps} must be > 0")
     est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, quant_GBps=quant_gbps)
+    plain = None
+    if sc.plan.compression is not None:
+        import dataclasses
+
+        plain = estimate(sc.spec, sc.shape, sc.cluster, dataclasses.replace(sc.plan, compression=None))
+    d = estimate_json(sc, est)
+    d["plan"]["compression"] = compress or "none"
+    if plain is not None:
+        d["uncompressed_step_time_s"] = plain.step_time_s
+    if report:
+        from distscope.report.cli import write_report
+        from distscope.report.step_view import step_view
+
+        d["step_view"] = step_view(sc.spec, sc.shape, sc.cluster, sc.plan)
+        write_report(d, report)
     if as_json:
-        d = estimate_json(sc, est)
-        d["plan"]["compression"] = compress or "none"
         print_json(d)
         return
     for t in estimate_tables(sc, est):
         out.print(t)
+    if plain is not None:
+        from distscope.search.explain import MIN_TERM_S
+
+        diffs = [f"{k} {'+' if v > 0 else '−'}{abs(v):.3f} s" for k in est.breakdown_s
+                 if abs(v := est.breakdown_s[k] - plain.breakdown_s.get(k, 0.0)) >= MIN_TERM_S]
+        verdict = "faster" if est.step_time_s < plain.step_time_s else "slower"
+        out.print(f"with compression the step is {verdict}: {est.step_time_s:.3f} s vs {plain.step_time_s:.3f} s "
+                  f"uncompressed ({', '.join(diffs) or 'no term moves by 1 ms'})"
+                  + ("; the quantize/dequantize passes cost more than the wire time they save"
+                     if verdict == "slower" else ""), markup=False)

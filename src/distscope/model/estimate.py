@@ -355,8 +355,19 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     held = inflight_factor(plan, m) if first else (1.0 if plan.schedule is not Schedule.GPIPE else float(m))
     act = per_mb * held
     T = b * s / plan.cp
+    logits = T * spec.vocab / plan.tp
     if last:  # logits in the activation dtype and their fp32 softmax for the loss
-        act += T * spec.vocab / plan.tp * (e + 4)
+        act += logits * (e + 4)
+    # Transient peaks on top of what is held (the larger one; they do not coincide): the fp32 gradient
+    # of the logits at the start of the last stage's backward, and, under full recompute, one layer's
+    # whole forward activations rebuilt in backward (Korthikanti et al. 2022 §4: recompute re-materialises
+    # a layer's activations before its backward runs).
+    recomputed = 0.0
+    if plan.recompute is Recompute.FULL:
+        plain = dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0)
+        recomputed = max(activation_bytes_per_layer(spec, moe_layer, b, s, plain)
+                         for moe_layer, n in ((False, sl.dense), (True, sl.moe)) if n) if sl.total else 0.0
+    act += max(recomputed, logits * 4 if last else 0.0)
     if first:
         act += T * spec.hidden * e * held / max(sl.total, 1)
     return Memory(weights_bytes=wbytes, grads_bytes=gbytes, optimizer_bytes=obytes, activations_bytes=act,

@@ -13,6 +13,7 @@ from distscope.errors import warn
 # every member of each group: ~0.35 s at 16k GPUs, ~4 s at 262k, ~50 s at 1M (measured on the 2-core
 # CI machine), so beyond this size the estimate's ranking stands.
 RERANK_MAX_GPUS = 65536
+RERANK_TIE = 1e-3  # simulated times closer than this do not reorder the estimator's ranking
 
 
 def _degrees(value: str | None, flag: str) -> tuple[int, ...] | None:
@@ -50,6 +51,8 @@ def plan_cmd(
     headroom: S.HeadroomOpt = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
+    report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
+    framework: Annotated[str, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits).")] = "megatron",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -59,8 +62,9 @@ def plan_cmd(
     from distscope.plan import AttentionImpl, parse_enum
     from distscope.report.console import err, out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
-    from distscope.search.emit import estimate_command, megatron_command, torchtitan_toml
+    from distscope.search.emit import estimate_command
     from distscope.search.explain import explain
+    from distscope.search.frameworks import TORCHTITAN_MODELS, Framework, restrict
     from distscope.search.planner import search
     from distscope.search.report import (
         breakdown_table,
@@ -94,6 +98,11 @@ def plan_cmd(
         overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
         ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
     )
+    fw: Framework = parse_enum(Framework, framework, "--framework")  # type: ignore[assignment]
+    if fw is Framework.TORCHTITAN and spec.name not in TORCHTITAN_MODELS:
+        raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "
+                             f"it has {', '.join(sorted(TORCHTITAN_MODELS))}")
+    space = restrict(fw, space, c.device)
     if as_json:
         res = search(spec, shape, c, space, top_k=top)
     else:
@@ -124,8 +133,10 @@ def plan_cmd(
 
         with err.status(f"simulating the top {min(simulate_top, len(ranked))} plans ...", spinner="dots"):
             simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode)  # type: ignore[arg-type]
-        head = [x.candidate for x in simulated]
-        ranked = head + [x for x in ranked if all(x is not h for h in head)]
+        first = next(x for x in simulated if x.candidate is res.top[0])
+        if simulated[0].simulated_step_s < first.simulated_step_s * (1 - RERANK_TIE):
+            head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
+            ranked = head + [x for x in ranked if all(x is not h for h in head)]
     best = ranked[0]
     if simulated and best is not res.top[0]:
         why = (f"the simulator ({mode.value} network) puts it first: {simulated[0].simulated_step_s:.3f} s simulated vs "
@@ -138,20 +149,27 @@ def plan_cmd(
     why_layout = explain(best, other, spec.layers) if other is not None else ""
     cr = (best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps, base=best)
           if compression else None)
-    meg = megatron_command(best.plan, spec, shape)
+    configs = framework_configs(best.plan, spec, shape, c)
     again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape)
-    titan = torchtitan_toml(best.plan, spec, shape)
+    result = {
+        "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
+        "capacity_bytes": c.memory_capacity_bytes, "usable_bytes": c.device.usable_bytes,
+        "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
+        "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
+        "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
+        "framework": fw.value, **configs, "estimate_command": again,
+        "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
+                       "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
+        "network_mode": mode.value,
+    }
+    if report:
+        from distscope.report.cli import write_report
+        from distscope.report.step_view import step_view
+
+        result["step_view"] = step_view(spec, shape, c, best.plan)
+        write_report(result, report)
     if as_json:
-        print_json({
-            "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
-            "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
-            "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
-            "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
-            "megatron_args": meg, "torchtitan_toml": titan, "estimate_command": again,
-            "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
-                           "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
-            "network_mode": mode.value,
-        })
+        print_json(result)
         return
     out.print(top_table(tuple(ranked), f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
                              f"{space.precision.value}: top {len(ranked)} of {res.feasible:,} feasible plans"
@@ -177,13 +195,44 @@ def plan_cmd(
                   f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch)")
     if cr is not None:
         out.print(compression_table(cr))
-        out.print(f"with {config_label(cr.compressed.plan.compression)}: {cr.uncompressed.step_time_s:.3f} s -> "
-                  f"{cr.compressed.step_time_s:.3f} s ({cr.speedup:.3f}x). Convergence risk:")
-        for line in caveats(cr.compressed.plan.compression):
-            out.print(f"  - {line}")
-    out.print("[bold]Megatron-LM[/bold] (pretrain_gpt.py model/data flags not shown):")
-    out.print(meg, markup=False, soft_wrap=True)
-    out.print("[bold]torchtitan[/bold] (TOML fragment):")
-    out.print(titan, markup=False, soft_wrap=True)
+        if cr.speedup <= 1.0:
+            out.print(f"no compression option beats the uncompressed #1 ({cr.uncompressed.step_time_s:.3f} s): "
+                      "communication is already hidden or small")
+        else:
+            out.print(f"with {config_label(cr.compressed.plan.compression)}: {cr.uncompressed.step_time_s:.3f} s -> "
+                      f"{cr.compressed.step_time_s:.3f} s ({cr.speedup:.3f}x). Convergence risk:")
+            for line in caveats(cr.compressed.plan.compression):
+                out.print(f"  - {line}")
+    for name, key, what in (("Megatron-LM", "megatron", "pretrain_gpt.py arguments; model/data flags not shown"),
+                            ("torchtitan", "torchtitan", "a recipe: torchtitan's Python configuration")):
+        cfg = configs[key]
+        if cfg["problems"]:
+            out.print(f"[bold]{name}[/bold]: not offered for this plan: {'; '.join(cfg['problems'])} "
+                      f"(`--framework {key}` searches only plans {name} runs)")
+        else:
+            out.print(f"[bold]{name}[/bold] ({what}):")
+            out.print(cfg["text"], markup=False, soft_wrap=True)
     out.print("[bold]reproduce #1[/bold]:")
     out.print(again, markup=False, soft_wrap=True)
+
+
+def framework_configs(plan, spec, shape, cluster) -> dict:
+    """Megatron-LM arguments and a torchtitan recipe for `plan`, each with the reasons its framework
+    cannot run it (then no text) or the problems its pinned-commit check finds (a bug if any)."""
+    from distscope.search import megatron_check, torchtitan_check
+    from distscope.search.emit import megatron_args, megatron_command, megatron_env, torchtitan_recipe
+    from distscope.search.frameworks import Framework, pre_blackwell, unsupported
+
+    pb = pre_blackwell(cluster.device)
+    out = {}
+    why = unsupported(Framework.MEGATRON, plan, spec, cluster.device)
+    text = "" if why else megatron_command(plan, spec, shape, pb)
+    if not why:
+        why = megatron_check.check(megatron_args(plan, spec, shape), megatron_env(plan, pb), pb)
+    out["megatron"] = {"text": text, "problems": why, "pinned_commit": megatron_check.pinned_commit()}
+    why = unsupported(Framework.TORCHTITAN, plan, spec, cluster.device)
+    text = "" if why else torchtitan_recipe(plan, spec, shape, cluster.gpus_per_node)
+    if not why:
+        why = torchtitan_check.check(text, gpus=cluster.num_gpus, layers=spec.layers)
+    out["torchtitan"] = {"text": text, "problems": why, "pinned_commit": torchtitan_check.pinned_commit()}
+    return out

@@ -1,4 +1,4 @@
-"""Ready-to-run output: a plan as Megatron-LM arguments and as a torchtitan TOML fragment.
+"""Ready-to-run output: a plan as Megatron-LM arguments and as a torchtitan recipe.
 
 Megatron-LM flag names are those of megatron/training/arguments.py (Megatron-Core 0.12+):
 parallel sizes, `--num-layers-per-virtual-pipeline-stage` for an even interleaved split and
@@ -6,9 +6,12 @@ parallel sizes, `--num-layers-per-virtual-pipeline-stage` for an even interleave
 transformer layers, L = final norm + LM head + loss; chunks dealt round-robin to the pp ranks) for
 any other split; ZeRO-2/3 go through Megatron-FSDP (`--use-megatron-fsdp
 --data-parallel-sharding-strategy optim_grads|optim_grads_params`).
-torchtitan keys are those of torchtitan/config/job_config.py ([parallelism], [training],
-[activation_checkpoint]); torchtitan has no ZeRO-1/2 (FSDP2 shards everything), so a DDP or
-distributed-optimizer plan maps to replicate degree dp and ZeRO-2/3 to shard degree dp.
+Checked against the parser of the pinned Megatron-LM commit (megatron_check.py). Tensor or context
+parallelism before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1, which the command sets.
+torchtitan reads Python configuration now (a function returning Trainer.Config, picked with
+MODULE/CONFIG); the recipe sets the fields of the pinned torchtitan commit's ParallelismConfig,
+TrainingConfig and CompileConfig (torchtitan_check.py). Which plans each framework can run:
+frameworks.py.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
         a.append("--overlap-grad-reduce")
         if plan.shards_optimizer:
             a.append("--overlap-param-gather")
-    if Dim.TP in plan.overlap and plan.tp > 1 and plan.sp:
+    if Dim.TP in plan.overlap and plan.tp > 1 and plan.sp and plan.zero_stage < 2:
         a.append("--tp-comm-overlap")  # Transformer Engine userbuffers; needs sequence parallel
     if plan.precision is Precision.FP8:
         a += ["--bf16", "--fp8-format", "hybrid"]
@@ -74,49 +77,89 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
     return a
 
 
-def megatron_command(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> str:
-    return " ".join(shlex.quote(x) for x in megatron_args(plan, spec, shape))
+def megatron_env(plan: Plan, pre_blackwell: bool) -> dict[str, str]:
+    """Environment Megatron-LM's validate_args asserts for this plan (see module docstring)."""
+    if pre_blackwell and (plan.tp > 1 or plan.cp > 1) and plan.zero_stage < 2:
+        return {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    return {}
+
+
+def megatron_command(plan: Plan, spec: ModelSpec, shape: TrainingShape, pre_blackwell: bool = True) -> str:
+    env = " ".join(f"{k}={v}" for k, v in megatron_env(plan, pre_blackwell).items())
+    return (env + " " if env else "") + " ".join(shlex.quote(x) for x in megatron_args(plan, spec, shape))
 
 
 _TITAN_SCHEDULE = {Schedule.GPIPE: "GPipe", Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "Interleaved1F1B"}
 
 
-def torchtitan_toml(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> str:
-    shard = plan.zero_stage >= 2
+def titan_model_parts(spec: ModelSpec, sizes: tuple[int, ...]) -> list[list[str]]:
+    """torchtitan's module_fqns_per_model_part for chunk sizes: the embedding with the first chunk,
+    the final norm and LM head with the last (module names of torchtitan's decoder models)."""
+    parts, first = [], 0
+    for n in sizes:
+        parts.append([f"layers.{i}" for i in range(first, first + n)])
+        first += n
+    parts[0].insert(0, "tok_embeddings")
+    parts[-1] += ["norm", "lm_head"]
+    return parts
+
+
+def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_per_node: int) -> str:
+    """A torchtitan recipe (a function returning Trainer.Config, torchtitan's current configuration
+    format) that derives the model's shipped config and sets the plan. Call only for plans
+    `frameworks.unsupported(TORCHTITAN, ...)` accepts."""
+    from distscope.search.frameworks import TORCHTITAN_MODELS
+    from distscope.search.torchtitan_check import pinned_commit
+
+    module, base, plain_flavor = TORCHTITAN_MODELS[spec.name]
+    shard = plan.zero_stage == 3
+    m = plan.microbatches(shape.global_batch)
+    ac = {Recompute.NONE: None, Recompute.SELECTIVE: "SelectiveAC", Recompute.FULL: "FullAC"}[plan.recompute]
     lines = [
-        "[training]",
-        f"local_batch_size = {shape.global_batch // plan.dp}",
-        f"global_batch_size = {shape.global_batch}",
-        f"seq_len = {shape.seq_len}",
-        f'mixed_precision_param = "{"float16" if plan.precision is Precision.FP16 else "bfloat16"}"',
+        f'"""distscope plan for torchtitan (config API of pytorch/torchtitan@{pinned_commit()[:8]}).',
         "",
-        "[parallelism]",
-        f"data_parallel_replicate_degree = {1 if shard else plan.dp}",
-        f"data_parallel_shard_degree = {plan.dp if shard else 1}",
-        f"tensor_parallel_degree = {plan.tp}",
-        f"context_parallel_degree = {plan.cp}",
-        f"pipeline_parallel_degree = {plan.pp}",
+        "Save as distscope_plan.py where torchtitan can import it, and on each node run:",
+        f"    NGPU={gpus_per_node} MODULE=distscope_plan CONFIG=distscope_plan ./run_train.sh",
+        '"""',
+        "",
+    ]
+    if ac is not None:
+        lines.append(f"from torchtitan.distributed.activation_checkpoint import {ac}")
+    lines.append(f"from {module}.config_registry import {base}")
+    if plain_flavor:
+        lines.append(f"from {module} import model_registry")
+    lines += ["", "", "def distscope_plan():", f"    config = {base}()"]
+    if plain_flavor:
+        lines += [f'    config.model_spec = model_registry("{plain_flavor}")  # see frameworks.TORCHTITAN_MODELS',
+                  f'    config.hf_assets_path = "./assets/hf/Llama-3.1-{plain_flavor}"']
+    set_: list[tuple[str, object]] = [
+        ("training.max_context_length", shape.seq_len),
+        ("training.num_tokens_per_microbatch_per_dp_rank", plan.micro_batch * shape.seq_len),
+        ("training.num_tokens_per_train_step", shape.global_batch * shape.seq_len),
+        ("parallelism.data_parallel_replicate_degree", 1 if shard else plan.dp),
+        ("parallelism.data_parallel_shard_degree", plan.dp if shard else 1),
+        ("parallelism.tensor_parallel_degree", plan.tp),
+        ("parallelism.enable_sequence_parallel", plan.sp),
+        ("parallelism.context_parallel_degree", plan.cp),
+        ("parallelism.pipeline_parallel_degree", plan.pp),
     ]
     if spec.moe is not None:
-        lines.append(f"expert_parallel_degree = {plan.ep}")
+        set_.append(("parallelism.expert_parallel_degree", plan.ep))
     if plan.pp > 1:
         sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
-        lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULE[plan.schedule]}"',
-                  f"pipeline_parallel_microbatch_size = {plan.micro_batch}"]
-        if len(set(sizes)) == 1:
-            lines.append(f"pipeline_parallel_layers_per_stage = {sizes[0]}")
-        else:
-            lines.append(f"# uneven split, layers per virtual stage: {list(sizes)} (module_fqns_per_model_part)")
+        set_ += [("parallelism.pipeline_parallel_schedule", _TITAN_SCHEDULE[plan.schedule]),
+                 ("parallelism.num_pp_microbatches", m),
+                 ("parallelism.module_fqns_per_model_part", titan_model_parts(spec, sizes)),
+                 ("training.disable_cuda_graphs", True)]  # torchtitan: CUDA graphs do not support PP yet
     if Dim.TP in plan.overlap and plan.tp > 1:
-        lines.append("enable_async_tensor_parallel = true")
-    mode = {Recompute.NONE: "none", Recompute.SELECTIVE: "selective", Recompute.FULL: "full"}[plan.recompute]
-    lines += ["", "[activation_checkpoint]", f'mode = "{mode}"']
-    if plan.recompute is Recompute.FULL and plan.recompute_layers:
-        lines.append(f"# distscope recomputes {plan.recompute_layers} layers per chunk; torchtitan's full AC"
-                     " recomputes all (selective_ac_option = \"<n>\" checkpoints every n-th layer)")
-    if plan.precision is Precision.FP8:
-        lines += ["", "[model]", 'converters = ["float8"]']
-    return "\n".join(lines) + "\n"
+        set_ += [("compile.enable", True), ("compile.components", ["model", "loss"]),
+                 ("compile.enable_async_tensor_parallel", True)]  # async TP requires the compiled model
+    lines += [f"    config.{k} = {v!r}" for k, v in set_]
+    lines.append(f"    config.activation_checkpoint = {ac + '.Config()' if ac else 'None'}")
+    if plan.recompute is Recompute.SELECTIVE:
+        lines.append("    # SelectiveAC is torchtitan's per-op policy; distscope priced Korthikanti-style selective recompute")
+    lines += ["    return config", ""]
+    return "\n".join(lines)
 
 
 def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: TrainingShape) -> str:

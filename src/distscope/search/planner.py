@@ -33,7 +33,7 @@ from distscope.model.result import Estimate
 from distscope.model.stages import chunk_sizes
 from distscope.plan import AttentionImpl, Plan, Recompute
 from distscope.search.partition import layer_costs, min_max_partition, part_costs
-from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches
+from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches, shardings_for
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -200,7 +200,8 @@ class _Search:
         for sp in dict.fromkeys(sps):
             bounds = {mb: self.compute_bound(lay, sp, mb) for mb in mbs}
             fits_plain: set[int] = set()  # micro-batches at which the distributed optimizer fits without recompute
-            order = [s for s in (Sharding.DIST_OPT, Sharding.DDP, Sharding.ZERO3, Sharding.ZERO2) if s in self.space.shardings]
+            allowed = shardings_for(self.space, lay)
+            order = [s for s in (Sharding.DIST_OPT, Sharding.DDP, Sharding.ZERO3, Sharding.ZERO2) if s in allowed]
             for sharding in order:
                 for mb in mbs:
                     if sharding == Sharding.ZERO2 and mb in fits_plain:

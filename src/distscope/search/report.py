@@ -53,7 +53,8 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
     e = c.estimate
     return {**plan_dict(c.plan), "compression": config_label(c.plan.compression), "step_time_s": e.step_time_s,
             "mfu": e.mfu, "tokens_per_s": e.tokens_per_s, "breakdown_s": dict(e.breakdown_s),
-            "memory_per_gpu_bytes": e.memory.total_bytes}
+            "memory_per_gpu_bytes": e.memory.total_bytes, "memory_breakdown_bytes": e.memory.terms(),
+            "margin_bytes": e.margin_bytes}
 
 
 def partition_json(g: PartitionGain | None) -> dict[str, Any] | None:

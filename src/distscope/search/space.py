@@ -66,6 +66,8 @@ class SearchSpace:
     sequence_parallel: tuple[bool, ...] = (True, False)
     block_recompute: bool = True
     selective_recompute: bool = True  # Korthikanti et al. 2022; older software only had full recompute
+    # ZeRO-2/3 only where tp = cp = 1 (Megatron-FSDP before Blackwell: search/frameworks.py)
+    sharded_dp_needs_plain_layout: bool = False
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
@@ -181,6 +183,13 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
         schedule=Schedule.INTERLEAVED if lay.vp > 1 else Schedule.ONE_F_ONE_B,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
     )
+
+
+def shardings_for(space: SearchSpace, lay: Layout) -> tuple[tuple[int, bool], ...]:
+    """The sharding options searched for one layout."""
+    if space.sharded_dp_needs_plain_layout and (lay.tp > 1 or lay.cp > 1):
+        return tuple(s for s in space.shardings if s[0] < 2)
+    return space.shardings
 
 
 def sharding_of(plan: Plan) -> tuple[int, bool]:

@@ -70,6 +70,9 @@ def simulate(
         Path | None,
         typer.Option("--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."),
     ] = None,
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")
+    ] = None,
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
     from distscope.dtypes import DType
@@ -112,15 +115,20 @@ def simulate(
         device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
         where = f"network {str(network)!r}"
         npus = net.num_npus
-    from rich.console import Console
+    from distscope.report.progress import progress
+    from distscope.trace.chakra_io import trace_files
 
-    console = Console(stderr=True)
-    with console.status("reading traces", spinner="dots") if not as_json else _Null():
-        symmetric_dir = Path(target, MANIFEST).is_file()
-        traces = read_symmetric(target) if symmetric_dir else read_traces(_resolve_prefix(target))
+    symmetric_dir = Path(target, MANIFEST).is_file()
+    if symmetric_dir:
+        with progress(None, "reading traces"):
+            traces = read_symmetric(target)
+    else:
+        prefix = _resolve_prefix(target)
+        with progress(len(trace_files(prefix)), "reading traces") as advance:
+            traces = read_traces(prefix, on_rank=advance)
     if traces.num_ranks != npus:
         raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
-    with console.status("simulating", spinner="dots") if not as_json else _Null():
+    with progress(None, f"simulating {traces.num_ranks:,} ranks"):
         outcome = run_traces(
             traces,
             model,
@@ -132,18 +140,18 @@ def simulate(
     result = summarize(outcome)
     if timeline is not None:
         write_timeline(outcome, timeline)
+    if report is not None:
+        from distscope.report.cli import write_report
+        from distscope.report.step_view import comm_bytes_per_group, timeline_rows
+
+        write_report({**result.to_json(), "kind": "simulate", "step_view": {
+            "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
+            "simulated_step_s": result.step_time_s}}, report)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         return
     _print_table(result)
 
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _print_table(result: SimResult) -> None:

@@ -16,6 +16,7 @@ distributed-optimizer parameter all-gather.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from distscope.errors import DistscopeError
@@ -378,14 +379,20 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
     return RankGraph(rank=rank, nodes=tuple(g.nodes)), g.groups
 
 
-def build_traces(spec: StepSpec, *, symmetric: bool = False) -> TraceSet:
+def build_traces(spec: StepSpec, *, symmetric: bool = False, on_rank: Callable[[], None] | None = None) -> TraceSet:
     """All ranks' graphs, or with `symmetric` one representative per pipeline stage
-    (rank (0, 0, 0, s)): ranks of one stage run identical graphs on identically shaped groups."""
+    (rank (0, 0, 0, s)): ranks of one stage run identical graphs on identically shaped groups.
+    `on_rank` is called after each rank's graph (progress)."""
     with gc_paused():
-        return _build_traces(spec, symmetric)
+        return _build_traces(spec, symmetric, on_rank)
 
 
-def _build_traces(spec: StepSpec, symmetric: bool) -> TraceSet:
+def traced_ranks(spec: StepSpec, symmetric: bool) -> int:
+    """How many graphs build_traces makes (for a progress total)."""
+    return spec.pp if symmetric else spec.world
+
+
+def _build_traces(spec: StepSpec, symmetric: bool, on_rank: Callable[[], None] | None = None) -> TraceSet:
     if symmetric:
         reps = [spec.rank(0, 0, 0, s) for s in range(spec.pp)]
         class_of = tuple(spec.rank(0, 0, 0, spec.coords(r)[3]) for r in range(spec.world))
@@ -403,6 +410,8 @@ def _build_traces(spec: StepSpec, symmetric: bool) -> TraceSet:
             graphs[r], used = rank_graph(spec, r)
             groups.update(used)
             templates[stage] = (r, graphs[r])
+        if on_rank is not None:
+            on_rank()
     return TraceSet(graphs=graphs, process_groups=groups, class_of=class_of)
 
 

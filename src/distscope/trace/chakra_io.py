@@ -17,7 +17,7 @@ mlc-chakra is an optional extra (`pip install 'distscope[chakra]'`); this module
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -218,13 +218,15 @@ def prefixes_in(directory: str | Path) -> list[str]:
     return sorted(stems)
 
 
-def read_traces(prefix: str | Path) -> TraceSet:
-    """Read all ranks of `PREFIX.<rank>.et` into a TraceSet."""
+def read_traces(prefix: str | Path, on_rank: Callable[[], None] | None = None) -> TraceSet:
+    """Read all ranks of `PREFIX.<rank>.et` into a TraceSet (`on_rank` is called per file: progress)."""
     _chakra()
     graphs = {}
     groups: dict[str, tuple[int, ...]] = {}
     for rank, path in trace_files(prefix).items():
         graph, declared = read_rank(path, rank)
+        if on_rank is not None:
+            on_rank()
         graphs[rank] = graph
         for name, ranks in declared.items():
             if name in groups and groups[name] != ranks:
@@ -236,7 +238,7 @@ def read_traces(prefix: str | Path) -> TraceSet:
     return TraceSet(graphs=graphs, process_groups=groups)
 
 
-def write_traces(prefix: str | Path, traces: TraceSet) -> list[Path]:
+def write_traces(prefix: str | Path, traces: TraceSet, on_rank: Callable[[], None] | None = None) -> list[Path]:
     """Write every rank of a TraceSet as `PREFIX.<rank>.et`; returns the paths written."""
     _chakra()
     prefix = Path(prefix)
@@ -247,6 +249,8 @@ def write_traces(prefix: str | Path, traces: TraceSet) -> list[Path]:
         used = {n.pg_name for n in graph.nodes if n.pg_name}
         write_rank(path, graph, {k: v for k, v in traces.process_groups.items() if k in used})
         paths.append(path)
+        if on_rank is not None:
+            on_rank()
     return paths
 
 

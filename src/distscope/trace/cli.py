@@ -21,10 +21,13 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Ranks, node counts by kind, collectives and process groups of a trace set."""
+    from distscope.report.progress import progress
     from distscope.sim.cli import _resolve_prefix
-    from distscope.trace.chakra_io import read_traces
+    from distscope.trace.chakra_io import read_traces, trace_files
 
-    traces = read_traces(_resolve_prefix(target))
+    prefix = _resolve_prefix(target)
+    with progress(len(trace_files(prefix)), "reading traces") as advance:
+        traces = read_traces(prefix, on_rank=advance)
     kinds: Counter[str] = Counter()
     colls: Counter[str] = Counter()
     for graph in traces.graphs.values():
@@ -84,7 +87,6 @@ def generate(
     as_json: Annotated[bool, typer.Option("--json", help="Print a one-line JSON summary.")] = False,
 ) -> None:
     """Write Chakra execution traces of one training step of a plan (same flags as `distscope estimate`)."""
-    from rich.console import Console
 
     from distscope.trace.builder import build_traces
     from distscope.trace.chakra_io import write_symmetric, write_traces
@@ -115,15 +117,20 @@ def generate(
         stage_layers=stage_layers,
         link=link,
     )
-    console = Console(stderr=True)
-    with console.status("building traces", spinner="dots"):
-        traces = build_traces(step_spec(sc.spec, sc.shape, sc.cluster, sc.plan), symmetric=symmetric)
-    with console.status(f"writing {len(traces.graphs)} trace files to {out_dir}", spinner="dots"):
-        out_dir.mkdir(parents=True, exist_ok=True)
+    from distscope.report.progress import progress
+    from distscope.trace.builder import traced_ranks
+
+    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan)
+    with progress(traced_ranks(step, symmetric), "building traces") as advance:
+        traces = build_traces(step, symmetric=symmetric, on_rank=advance)
+    from distscope.userfile import check_writable_dir
+
+    check_writable_dir(out_dir, "-o")
+    with progress(len(traces.graphs), f"writing trace files to {out_dir}") as advance:
         if symmetric:
             write_symmetric(out_dir, traces, prefix=prefix)
         else:
-            write_traces(out_dir / prefix, traces)
+            write_traces(out_dir / prefix, traces, on_rank=advance)
     summary = {
         "out": str(out_dir),
         "ranks": traces.num_ranks,

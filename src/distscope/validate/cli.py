@@ -11,6 +11,7 @@ def validate_cmd(
     csv_file: Annotated[str, typer.Argument(help="CSV with the columns of data/validation/published_runs.csv.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
     profile: Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`, applied to every row's cluster.")] = None,
+    report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
 ) -> None:
     """Predict every row's step time (choosing `auto` cells), print each row's error and the summary."""
     from pathlib import Path
@@ -25,6 +26,10 @@ def validate_cmd(
     with err.status("predicting rows ...", spinner="dots"):
         results = validate_file(csv_file, prof)
     s = summary(results)
+    if report:
+        from distscope.report.cli import write_report
+
+        write_report(s, report)
     if as_json:
         print_json(s)
         _exit_on_failures(s)

@@ -1,0 +1,87 @@
+"""Which training frameworks can run a plan, and what each lacks.
+
+A plan is framework-neutral; the emitters (emit.py) turn it into Megatron-LM arguments or a
+torchtitan recipe. A plan one framework cannot run (or runs against its own documented advice) is
+not offered for it: `unsupported` says why, and `restrict` narrows the planner's space so that
+`distscope plan --framework X` searches only what X runs.
+
+Megatron-LM (megatron/training/arguments.py validate_args, pinned in data/megatron_args.json):
+- ZeRO-2/3 exist only as Megatron-FSDP, which asserts CUDA_DEVICE_MAX_CONNECTIONS != 1, while tensor
+  or context parallelism on pre-Blackwell GPUs (compute capability < 10) needs it = 1; Megatron warns
+  against combining them, so on those GPUs ZeRO-2/3 is offered only with tp = cp = 1.
+torchtitan (pytorch/torchtitan, pinned in data/torchtitan_config.json):
+- FSDP2 shards parameters, gradients and optimizer state together: ZeRO-3 (`data_parallel_shard_degree`)
+  or plain replication (`data_parallel_replicate_degree`); no ZeRO-1/2 and no Megatron distributed optimizer;
+- activation checkpointing is full (every block), per-op selective, or none: no block recompute of k layers;
+- model definitions exist for Llama 3/3.1 and DeepSeek-V3 among the catalog's models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from distscope.dtypes import Precision
+from distscope.plan import Plan, Recompute
+from distscope.search.space import SearchSpace, Sharding
+from distscope.system.device import Device
+from distscope.workload.spec import ModelSpec
+
+
+class Framework(enum.Enum):
+    ANY = "any"
+    MEGATRON = "megatron"
+    TORCHTITAN = "torchtitan"
+
+
+# torchtitan config-registry functions that build each catalog model (torchtitan/models/*/config_registry.py),
+# and the model_registry flavor to rebuild the model with when the shipped recipe turns on Float8
+# (llama3_405b builds a Float8 converter, which also needs torchao at import), so 405B derives the
+# 70B recipe and swaps in the 405B model: a BF16 plan runs BF16.
+TORCHTITAN_MODELS: dict[str, tuple[str, str, str | None]] = {
+    "llama3-8b": ("torchtitan.models.llama3", "llama3_8b", None),
+    "llama3.1-8b": ("torchtitan.models.llama3", "llama3_8b", None),
+    "llama3-70b": ("torchtitan.models.llama3", "llama3_70b", None),
+    "llama3.1-70b": ("torchtitan.models.llama3", "llama3_70b", None),
+    "llama3.1-405b": ("torchtitan.models.llama3", "llama3_70b", "405B"),
+    "deepseek-v3": ("torchtitan.models.deepseek_v3", "deepseek_v3_671b", None),
+}
+_PRE_BLACKWELL = ("v100", "a100", "h100", "h200", "h800", "mi250x", "mi300x")
+
+
+def pre_blackwell(device: Device) -> bool:
+    return device.name.startswith(_PRE_BLACKWELL)
+
+
+def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> list[str]:
+    """Why `fw` cannot (or should not) run `plan`; [] when it can."""
+    out: list[str] = []
+    if fw is Framework.MEGATRON:
+        if plan.zero_stage >= 2 and (plan.tp > 1 or plan.cp > 1) and pre_blackwell(device):
+            out.append(f"ZeRO-{plan.zero_stage} is Megatron-FSDP, which Megatron warns against with tp={plan.tp} "
+                       f"cp={plan.cp} on {device.name} (FSDP needs CUDA_DEVICE_MAX_CONNECTIONS > 1, TP/CP needs 1)")
+    elif fw is Framework.TORCHTITAN:
+        if spec.name not in TORCHTITAN_MODELS:
+            out.append(f"torchtitan has no model definition for {spec.name}")
+        if plan.zero_stage in (1, 2) or (plan.zero_stage == 0 and plan.distributed_optimizer):
+            out.append("torchtitan has no ZeRO-1/2 or distributed optimizer (FSDP2 shards parameters too)")
+        if plan.precision is Precision.FP8:
+            out.append("FP8 in torchtitan is a model converter (torchtitan/components/quantization/float8.md) "
+                       "that distscope does not emit")
+        if plan.recompute is Recompute.FULL and plan.recompute_layers:
+            out.append(f"torchtitan cannot recompute only {plan.recompute_layers} layers per chunk (full AC "
+                       "recomputes every block)")
+    return out
+
+
+def restrict(fw: Framework, space: SearchSpace, device: Device) -> SearchSpace:
+    """The planner's space narrowed to what `fw` runs (model support is checked by the caller)."""
+    if fw is Framework.TORCHTITAN:
+        return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False)
+    if fw is Framework.MEGATRON and pre_blackwell(device):
+        return dataclasses.replace(space, sharded_dp_needs_plain_layout=True)
+    return space
+
+
+def allowed(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> bool:
+    return fw is Framework.ANY or not unsupported(fw, plan, spec, device)

@@ -1,0 +1,28 @@
+"""The memory model against published peak memory per GPU (data/evidence/memory_runs.csv).
+
+Target (issue 12): within 10%. NOT met today; this test pins the current error so it can only improve
+and says where it stands. The 16 rows are torchtitan's December 2024 Llama 3.1 benchmarks (H100):
+- eager FSDP with per-op selective checkpointing: over-predicted by 30-37% (distscope's "selective"
+  keeps what Korthikanti-style selective recompute keeps; torchtitan's per-op SAC also recomputes
+  every other matmul);
+- full checkpointing, and especially FSDP + PP: under-predicted by 20-75% (torchtitan keeps FSDP
+  parameters unsharded across micro-batches under PP and accumulates unsharded fp32 gradients,
+  which the plan cannot yet express; the published figure is peak *reserved* memory).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from distscope.validate.memory import check_file
+from tests.conftest import REPO
+
+
+def test_memory_model_against_published_peaks() -> None:
+    rows = check_file(REPO / "data/evidence/memory_runs.csv")
+    assert len(rows) >= 10
+    errs = [abs(r.error_pct) for r in rows]
+    print({r.run_id: round(r.error_pct, 1) for r in rows})
+    assert statistics.mean(errs) <= 40.0  # measured 37.9%: far from the 10% target
+    eager = [abs(r.error_pct) for r in rows if not r.compiled]
+    assert statistics.mean(eager) <= 35.0  # measured 33.5% on the 2 eager rows
