@@ -50,8 +50,11 @@ def figures(doc: dict[str, Any], axes: list[str]) -> list[tuple[str, Any]]:
 
 
 def write_plot(path: Path, doc: dict[str, Any], axes: list[str]) -> None:
-    try:
-        from distscope.report.html import write_html  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise DistscopeError("--plot needs distscope.report.html, which this build does not have") from None
-    write_html(path, "distscope explore", figures(doc, axes))
+    from distscope.report.html import Section, table, write_html
+
+    front = [doc["rows"][i] for i in doc["pareto"]["time_cost"]]
+    cols = ["index", *axes, "gpus", "tp", "pp", "vp", "cp", "dp", "micro_batch", "zero_stage", "compression",
+            "step_time_s", "tokens_per_s", "time_to_train_s", "cost", "energy_MWh"]
+    sections = [Section(title=t, figure=f) for t, f in figures(doc, axes)]
+    sections.append(Section(title="Pareto front, time vs cost", html=table(front, list(dict.fromkeys(cols)))))
+    write_html(path, "distscope explore", sections)

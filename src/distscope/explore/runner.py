@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from distscope.explore.formats import encode
 from distscope.explore.point import PlanSettings, Point
-from distscope.explore.progress import progress
 from distscope.explore.store import Store
 from distscope.explore.sweep import Sweep, sweep_json
 from distscope.explore.table import build
+from distscope.report.progress import progress
 
 Results = list[tuple[str, dict[str, Any]]]
 
