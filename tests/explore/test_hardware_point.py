@@ -3,9 +3,6 @@ points are recorded with their reason."""
 
 from __future__ import annotations
 
-import dataclasses
-import pickle
-
 from distscope.dtypes import DType
 from distscope.explore.axes import Axis
 from distscope.explore.hardware import apply_hardware, resolved
@@ -74,10 +71,3 @@ def test_failing_points_carry_one_line_reasons() -> None:
         assert "\n" not in r["reason"] and r["step_time_s"] is None
 
 
-def test_memoized_hash_is_not_pickled() -> None:
-    c = get_cluster("dgx-h100", 64)
-    h = hash(c)
-    state = c.__getstate__()  # type: ignore[attr-defined]
-    assert "_memo_hash" not in state and hash(c) == h
-    d = pickle.loads(pickle.dumps(c))
-    assert d == c and hash(d) == h and dataclasses.replace(c, num_gpus=128) != c

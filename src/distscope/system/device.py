@@ -10,12 +10,10 @@ from typing import Any
 
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError, closest
-from distscope.hashmemo import memo_hash
 
 GiB = 2**30
 
 
-@memo_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Device:
     name: str

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 
 from distscope.errors import DistscopeError
-from distscope.hashmemo import memo_hash
 from distscope.system.device import Device
 from distscope.system.memory_budget import DEFAULT_HEADROOM_FRAC, capacity_bytes, check_budget
 
@@ -52,7 +51,6 @@ class Level:
         return self.bw_GBps * 1e9 * self.efficiency
 
 
-@memo_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Cluster:
     name: str

@@ -10,7 +10,6 @@ import dataclasses
 import enum
 
 from distscope.errors import DistscopeError
-from distscope.hashmemo import memo_hash
 
 
 class AttentionKind(enum.Enum):
@@ -72,7 +71,6 @@ class MLASpec:
     v_head_dim: int
 
 
-@memo_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
