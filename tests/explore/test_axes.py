@@ -65,10 +65,11 @@ def test_bad_names_fail_before_planning() -> None:
 
 def test_yaml_sweep(tmp_path) -> None:
     f = tmp_path / "s.yaml"
-    f.write_text("model: llama3-8b\ngpus: 16\nprice: {per_gpu_hour: 2.5, per_unit: {hbm_GiB: 0.01}}\n"
+    f.write_text("model: llama3-8b\ngpus: 16\ntrain_tokens: 1.0e12\nprice: {per_gpu_hour: 2.5, per_unit: {hbm_GiB: 0.01}}\n"
                  "axes:\n  hbm_GBps: 2000:4000:3\n  nic_GBps: [25, 50]\n  seq: {lo: 2048, hi: 4096, count: 2}\n")
     s = load_sweep(f)
     assert s.base.model == "llama3-8b" and s.base.gpus == 16 and s.size == 12
+    assert s.objectives.train_tokens == 1e12  # YAML 1.1 reads 1.0e12 as a string
     assert s.objectives.price.per_gpu_hour == 2.5 and s.objectives.price.per_unit == ((Axis.HBM_GIB, 0.01),)
     # a YAML 25 and a flag's 25.0 are one point (same key, so a resume matches either spelling)
     assert s.axes[1].values == parse_vary("nic_GBps=25,50").values

@@ -59,3 +59,13 @@ def test_yaml_and_flags_combine(tmp_path) -> None:
     d = json.loads(out)
     assert len(d["points"]) == 4 and d["sweep"]["axes"] == {"nic_GBps": [25.0, 50.0], "hbm_GBps": [2000.0, 3000.0]}
     assert SMALL[1] == "llama3-8b"
+
+
+def test_plot_writes_both_fronts(tmp_path) -> None:
+    pytest.importorskip("plotly")
+    html = tmp_path / "s.html"
+    code, _, err = cli([*SMALL, "--no-compression", "--plot", str(html)])
+    assert code == 0, err
+    text = html.read_text()
+    assert text.count("Pareto front") >= 3  # two charts' traces and the table's title
+    assert "time vs cost" in text and "time vs gpus" in text

@@ -29,7 +29,7 @@ import yaml
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError, closest
-from distscope.explore.axes import Axis, AxisValues, linspace, parse_values
+from distscope.explore.axes import Axis, AxisValues, Kind, linspace, parse_values
 from distscope.explore.objectives import Objectives, PriceModel
 from distscope.explore.point import PlanSettings
 from distscope.explore.sweep import Base, Sweep
@@ -40,6 +40,11 @@ FIELDS = ("model", "cluster", "gpus", "global_batch", "seq", "precision", "compr
 
 
 def _num(where: str, v: Any, *, integer: bool = False) -> Any:
+    if isinstance(v, str):  # YAML 1.1 reads 1.0e12 (no sign in the exponent) as a string
+        try:
+            v = float(v)
+        except ValueError:
+            raise DistscopeError(f"{where}={v!r} must be a finite number") from None
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         raise DistscopeError(f"{where}={v!r} must be a finite number")
     if integer:
@@ -53,7 +58,7 @@ def _axis(where: str, axis: Axis, v: Any) -> AxisValues:
     if isinstance(v, str):
         values = parse_values(axis, v)
     elif isinstance(v, list):
-        values = tuple(v)
+        values = tuple(_num(where, x) if isinstance(x, str) and axis.kind is not Kind.TEXT else x for x in v)
     elif isinstance(v, dict):
         extra = set(v) - {"lo", "hi", "count"}
         if extra or len(v) != 3:

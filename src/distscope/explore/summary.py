@@ -56,7 +56,7 @@ def print_summary(res: Any, *, out_path: str | None, plot: str | None, price_giv
     best = res.doc["best"]
     if "fastest_within_budget" in best:
         i = best["fastest_within_budget"]
-        out.print(f"fastest within the budget of {res.sweep['objectives']['budget']:,.4g}: "
+        out.print(f"fastest within the budget of {res.sweep['objectives']['budget']:,.0f}: "
                   + (f"#{i} ({_plan(rows[i])}, {rows[i]['time_to_train_s'] / 86400:.2f} days, {cost} {_fmt(rows[i]['cost'])})"
                      if i is not None else "none"), markup=False)
     if out_path:
