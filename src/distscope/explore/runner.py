@@ -14,7 +14,7 @@ from distscope.explore.formats import encode
 from distscope.explore.point import PlanSettings, Point
 from distscope.explore.store import Store
 from distscope.explore.sweep import Sweep, sweep_json
-from distscope.explore.table import build
+from distscope.explore.table import build, check_prices
 from distscope.report.progress import progress
 
 Results = list[tuple[str, dict[str, Any]]]
@@ -41,6 +41,8 @@ def run_sweep(sweep: Sweep, engine: Engine, *, out: Path | None = None, fresh: b
               show_progress: bool = True) -> Outcome:
     t0 = time.perf_counter()
     points = sweep.points()
+    if sweep.objectives.price.per_unit:
+        check_prices(sweep, points)
     keys = [p.key(sweep.plan) for p in points]
     store = Store(out, fresh=fresh) if out is not None else None
     done = store.load() if store is not None else {}

@@ -44,6 +44,17 @@ def _hardware(cluster: str, hw: tuple[tuple[Any, Any], ...], gemm_dtype: Any) ->
     return resolved(apply_hardware(preset, dict(hw)), gemm_dtype), resolved(preset, gemm_dtype), preset.device.name
 
 
+def check_prices(sweep: Sweep, points: Sequence[Point]) -> None:
+    """Every point's price per GPU-hour is > 0 (checked before any planning)."""
+    gemm = sweep.plan.precision.gemm_dtype
+    for i, p in enumerate(points):
+        hw, preset_hw, _ = _hardware(p.cluster, p.hw, gemm)
+        price = sweep.objectives.price.price(hw, preset_hw)
+        if not price > 0:
+            raise DistscopeError(f"the price model gives {price:g} per GPU-hour at point {i} "
+                                 f"({', '.join(f'{a.value}={v}' for a, v in p.hw)}); it must be > 0")
+
+
 def build(sweep: Sweep, points: Sequence[Point], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """{"rows": [...], "pareto": {...}, "best": {...}} for points whose results are all present."""
     obj = sweep.objectives
