@@ -69,3 +69,19 @@ def test_plot_writes_both_fronts(tmp_path) -> None:
     text = html.read_text()
     assert text.count("Pareto front") >= 3  # two charts' traces and the table's title
     assert "time vs cost" in text and "time vs gpus" in text
+
+
+def test_hf_config_is_a_model_axis_value(tmp_path) -> None:
+    """A Hugging Face config.json with Llama 3 8B's dimensions plans like the catalog's llama3-8b."""
+    import json
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+                               "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+                               "vocab_size": 128256, "max_position_embeddings": 8192}))
+    code, out, err = cli(["--gpus", "8", "--global-batch", "32", "--vary", f"model=llama3-8b,{cfg}",
+                          "--no-compression", "--workers", "1", "--json"])
+    assert code == 0, err
+    a, b = json.loads(out)["points"]
+    assert b["model"] == str(cfg) and a["status"] == b["status"] == "ok"
+    assert a["step_time_s"] == b["step_time_s"] and a["best_plan"] == b["best_plan"]
