@@ -1,8 +1,9 @@
 """Cutting the points still to run into tasks for an engine.
 
-A task is a batch of points: few enough per batch that every worker gets several (load balance, a
-live ETA), enough that the per-task overhead (pickling, a Ray task's scheduling) stays small next to
-a plan search (~0.1-2 s). Points that share a model, sequence and device go to the same batch, where
+A task is a batch of points: small enough that every worker gets many (~16: the last batches to finish
+leave a core idle for at most a few points, and the ETA stays live), large enough (at most 16 points)
+that the per-task overhead (pickling, a Ray task's scheduling, ~ms) stays small next to a plan search
+(~0.1-2 s per point). Points that share a model, sequence and device go to the same batch, where
 the cost functions' cached per-layer work is already warm.
 """
 
@@ -13,7 +14,7 @@ import math
 from distscope.explore.point import Point
 
 Batch = list[tuple[str, Point]]
-BATCHES_PER_WORKER = 4
+BATCHES_PER_WORKER = 16
 MAX_BATCH = 16
 
 
