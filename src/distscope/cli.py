@@ -16,6 +16,7 @@ import typer.exceptions
 
 from distscope.compress.cli import app as compress_app
 from distscope.errors import DistscopeError
+from distscope.explore.cli import explore_cmd
 from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
@@ -52,6 +53,7 @@ def _root(
 
 app.command("estimate")(estimate_cmd)
 app.command("plan")(plan_cmd)
+app.command("explore")(explore_cmd)
 app.command("simulate")(simulate_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)

@@ -46,6 +46,7 @@ SEEDS: dict[str, list[list[str]]] = {
     "serve simulate": [["--requests", "200", "--rate", "5"]],
     "serve plan": [["--model", "llama3-8b", "--gpus", "2", "--simulate-top", "1", "--requests", "50", "--batches", "64",
                     "--no-disaggregate"]],
+    "explore": [["--model", "llama3-8b", "--gpus", "8", "--global-batch", "32", "--no-compression"]],
 }
 
 
