@@ -11,12 +11,13 @@ import json
 import sys
 import time
 
+from _results import save
 from distscope.compress.bench import BenchConfig, run_bench
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="compress_bench.json", help="JSON output file ('' to skip)")
+    ap.add_argument("--out", default="", help="also write the JSON here (it always goes to benchmarks/results/compress_bench.json)")
     ap.add_argument("--numel", type=int, default=1 << 22, help="elements per rank in timed collectives")
     ap.add_argument("--repeats", type=int, default=3, help="timed repetitions (median)")
     args = ap.parse_args()
@@ -38,7 +39,7 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    print(text)
+    save("compress_bench", res)
 
 
 if __name__ == "__main__":

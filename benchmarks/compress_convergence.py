@@ -15,6 +15,7 @@ import json
 import sys
 import time
 
+from _results import save
 from distscope.compress.convergence import DEFAULT_RUNS, RUNS, run_convergence
 
 
@@ -41,7 +42,7 @@ def main() -> None:
             json.dump(res, f)
     summary = {"steps": args.steps, "seed": args.seed, "wall_s": time.perf_counter() - t0,
                "runs": {k: {kk: vv for kk, vv in v.items() if kk != "losses"} for k, v in res.items()}}
-    print(json.dumps(summary))
+    save(f"compress_convergence_seed{args.seed}", summary)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import json
 import os
 import time
 
+from _results import save
 from distscope.model import estimate
 from distscope.model.layer import head_cost, layer_cost
 from distscope.plan import Plan, Recompute
@@ -73,7 +74,7 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
-    print(json.dumps(result))
+    save("estimate_rate", result)
 
 
 if __name__ == "__main__":

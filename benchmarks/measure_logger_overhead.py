@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import save
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -141,7 +143,7 @@ def main() -> None:
     line = json.dumps({"benchmark": "measure_logger_overhead", "nranks": 4, "backend": "gloo", **summary})
     if args.json_out:
         args.json_out.write_text(line + "\n")
-    print(line)
+    save("measure_logger_overhead", json.loads(line))
 
 
 if __name__ == "__main__":

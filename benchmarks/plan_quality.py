@@ -14,6 +14,7 @@ import json
 import pathlib
 import time
 
+from _results import save
 from distscope.search.planner import Candidate
 from distscope.search.quality import RowQuality, check_row
 from distscope.search.report import plan_label, recompute_name, sharding_name
@@ -121,7 +122,7 @@ def main() -> None:
         pathlib.Path(args.out).write_text(json.dumps({**summary, "per_row": [
             {"run_id": e.run_id, "gain_pct_its_software": e.gain_pct, "gain_pct": f.gain_pct, "error": e.error or f.error}
             for e, f in results]}, indent=1))
-    print(json.dumps(summary))
+    save("plan_quality", summary)
 
 
 if __name__ == "__main__":

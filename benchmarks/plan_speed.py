@@ -18,6 +18,7 @@ import json
 import os
 import time
 
+from _results import save
 from distscope.model.layer import head_cost, layer_cost
 from distscope.model.stages import stage_layers
 from distscope.search.compression import best_compressed
@@ -69,7 +70,7 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
-    print(json.dumps(result))
+    save("plan_speed", result)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from _results import save
 from distscope.sim.api import run_traces
 from distscope.sim.astra_config import read_network, read_system
 from distscope.sim.network import AstraNetwork, NetworkMode
@@ -221,7 +222,7 @@ def main() -> None:
     line = json.dumps(figures)
     if args.json_out:
         args.json_out.write_text(line + "\n")
-    print(line)
+    save("simulate_speed", figures)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import os
 import sys
 from typing import Annotated
 
-import click
 import typer
 import typer.exceptions
 
@@ -65,11 +64,24 @@ app.add_typer(trace_app, name="trace")
 app.add_typer(serve_app, name="serve")
 
 
+
+
+def _click_classes() -> tuple[tuple[type[Exception], ...], tuple[type[BaseException], ...]]:
+    """Usage-error and abort classes of click, when installed: typer < 0.2x uses click, typer >= 0.2x
+    vendors its own copy (typer._click) and does not install click, so a light install has none."""
+    try:
+        import click
+    except ImportError:
+        return (), ()
+    return (click.exceptions.ClickException,), (click.exceptions.Abort,)
+
+
 # Usage errors come from click, or from the click that typer >= 0.2x vendors; both have format_message().
-_USAGE_ERRORS: tuple[type[Exception], ...] = tuple(
-    t for t in (click.exceptions.ClickException, getattr(typer.exceptions, "TyperException", None)) if t is not None
+_CLICK_USAGE, _CLICK_ABORT = _click_classes()
+_USAGE_ERRORS: tuple[type[Exception], ...] = _CLICK_USAGE + tuple(
+    t for t in (getattr(typer.exceptions, "TyperException", None),) if t is not None
 )
-_ABORTS: tuple[type[BaseException], ...] = (click.exceptions.Abort, typer.Abort, KeyboardInterrupt)
+_ABORTS: tuple[type[BaseException], ...] = (*_CLICK_ABORT, typer.Abort, KeyboardInterrupt)
 
 
 def _one_line(text: str) -> str:

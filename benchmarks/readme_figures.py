@@ -1,0 +1,143 @@
+"""Render the README's accuracy-and-speed table from benchmarks/results/*.json, so that every figure in
+the README is a benchmark's output, never typed by hand.
+
+    python benchmarks/readme_figures.py           # rewrite the block between the README markers
+    python benchmarks/readme_figures.py --check   # exit 1 if the README is stale (a test runs this)
+
+A cell's `{file:dotted.path:format}` is the value at that path of results/<file>.json (list items by
+index). Rows whose wording states a test's tolerance, not a measurement, name the test instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- figures:begin (benchmarks/readme_figures.py) -->", "<!-- figures:end -->"
+
+# (check, result template, how to reproduce)
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("step time vs the 51 published runs (the calibration set: in-sample)",
+     "mean abs error {accuracy:published_in_sample.mean_abs_error_pct:.1f}%, median "
+     "{accuracy:published_in_sample.median_abs_error_pct:.1f}%, max {accuracy:published_in_sample.max_abs_error_pct:.1f}% "
+     "({accuracy:published_in_sample.worst_run})", "`python benchmarks/accuracy.py`"),
+    ("step time vs 55 further published runs never used in fitting (`data/evidence/training_runs.csv`, out of sample)",
+     "{accuracy:evidence_out_of_sample.predicted} rows predicted ({accuracy:evidence_out_of_sample.failed} "
+     "not expressible): mean abs error {accuracy:evidence_out_of_sample.mean_abs_error_pct:.1f}%, median "
+     "{accuracy:evidence_out_of_sample.median_abs_error_pct:.1f}%, max {accuracy:evidence_out_of_sample.max_abs_error_pct:.1f}%",
+     "`python benchmarks/accuracy.py`"),
+    ("peak memory vs published torchtitan measurements",
+     "mean abs error {accuracy:memory.mean_abs_error_pct:.1f}% over {accuracy:memory.rows} rows, max "
+     "{accuracy:memory.max_abs_error_pct:.1f}% (target 10%: not met)", "`python benchmarks/accuracy.py`"),
+    ("8-GPU all-reduce busbw, ≥ 64 MiB", "within 15% of every DGX H100 sweep row and the A100/H200/H800 peaks "
+     "(test tolerance)", "`pytest tests/core/test_comm.py`"),
+    ("parameter counts, catalog models", "within 1% of the official figure or its printed rounding (test tolerance)",
+     "`pytest tests/core/test_params.py`"),
+    ("the README's first command on a fresh venv (`pip install -e . && distscope plan`)",
+     "{fresh_install:total_s:.0f} s ({fresh_install:install_s:.0f} s install, {fresh_install:plan_s:.0f} s plan; "
+     "target 60 s); {fresh_install:packages} packages, {fresh_install:venv_MB} MB, torch installed: "
+     "{fresh_install:torch_installed}", "`python benchmarks/fresh_install.py`"),
+    ("estimate evaluations per second, one core",
+     "{estimate_rate:evaluations_per_s:,.0f} (target {estimate_rate:target:,}; Calculon ~240)",
+     "`taskset -c 0 python benchmarks/estimate_rate.py`"),
+    ("plan search CPU time, GPT-3 175B on 1,024 A100 / Llama 3.1 405B on 16,384 H100",
+     "{plan_speed:cases.0.plans_evaluated:,} plans in {plan_speed:cases.0.search_cpu_s:.1f} s / "
+     "{plan_speed:cases.1.plans_evaluated:,} in {plan_speed:cases.1.search_cpu_s:.1f} s (target 10 s)",
+     "`python benchmarks/plan_speed.py`"),
+    ("planner vs the published plans",
+     "published plan inside the search space for {plan_quality:published_in_space} of {plan_quality:rows}; planner "
+     "no slower on {plan_quality:planner_no_slower}; median predicted gain {plan_quality:median_gain_pct:.1f}% "
+     "(predictions, not measurements; `docs/plan_quality.md`)", "`python benchmarks/plan_quality.py`"),
+    ("`explore`, Llama 3 70B on 1,024 H100s, 10×10 grid of HBM × NIC bandwidth",
+     "{explore_speed:grid_10x10.wall_s:.1f} s on 2 local processes (target < 60 s); "
+     "{explore_speed:per_core.points_per_s:.2f} points/s on one core; 1 → 2 processes "
+     "{explore_speed:scaling.speedup:.2f}x (target ≥ 1.7x)", "`python benchmarks/explore_speed.py`"),
+    ("`explore` on Ray (local instance, 2 CPUs) vs the local pool",
+     "same output bytes (a test); +{explore_speed:ray.grid_40_points.overhead_per_point_ms:.1f} ms per point "
+     "(70B points); {explore_speed:ray.startup_s:.1f} s to start Ray", "`python benchmarks/explore_speed.py`"),
+    ("ASTRA-sim parity (20 reference cases)", "within 1% of ASTRA-sim's finish times (test tolerance)",
+     "`pytest tests/sim/test_astra_parity.py`"),
+    ("simulate vs estimate on the 51 published plans",
+     "max {simulate_speed:estimate_consistency.max_abs_error_pct:.1f}%, mean "
+     "{simulate_speed:estimate_consistency.mean_abs_error_pct:.1f}%", "`python benchmarks/simulate_speed.py`"),
+    ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
+     "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "
+     "{simulate_speed:llama405b_16384_symmetric.simulate_plus_compile_wall_s:.2f} s",
+     "`python benchmarks/simulate_speed.py`"),
+    ("logged bytes vs `estimate --comm-volume`, DDP/FSDP/TP×DP/PP×DP on 4 gloo ranks",
+     "equal, byte for byte (a test)", "`pytest tests/measure/test_layouts.py`"),
+    ("comm logger overhead on unmodified torchrun jobs (4 gloo ranks)",
+     "{measure_logger_overhead:ddp_gpt_step.overhead_us_per_call:.0f} µs per logged call under DDP",
+     "`python benchmarks/measure_logger_overhead.py`"),
+    ("serving: published runs (serving_runs.csv), leave-one-source_id-out",
+     "CV MAPE throughput {serve_calibrate:cv_mape_pct.throughput_out_tok_s:.1f}%, TTFT "
+     "{serve_calibrate:cv_mape_pct.ttft_s:.1f}%, TPOT {serve_calibrate:cv_mape_pct.tpot_s:.1f}% (in-sample "
+     "{serve_calibrate:mape_pct.throughput_out_tok_s:.1f}% / {serve_calibrate:mape_pct.ttft_s:.1f}% / "
+     "{serve_calibrate:mape_pct.tpot_s:.1f}% over {serve_calibrate:n.throughput_out_tok_s}/"
+     "{serve_calibrate:n.ttft_s}/{serve_calibrate:n.tpot_s} values)", "`python benchmarks/serve_calibrate.py`"),
+    ("`serve simulate`, 10,000 requests on one replica, one core",
+     "{serve_speed:max_wall_s:.2f} s at most over {serve_speed:cases|len} cases (Vidur ~50 requests/s per the issue)",
+     "`taskset -c 0 python benchmarks/serve_speed.py`"),
+    ("`serve measure`: a GPT served on CPU vs `serve simulate` with this machine's iteration costs",
+     "p50 TTFT and p50 TPOT within 20% (test tolerance)", "`pytest tests/serve/test_serve_measure.py`"),
+    ("compression convergence, 800 steps, 4 gloo ranks, seeds 0 / 1",
+     "qWD+TLq-HS {compress_convergence_seed0:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% / "
+     "{compress_convergence_seed1:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% final loss vs baseline; direct int4 "
+     "weights {compress_convergence_seed0:runs.int4-weights.final_vs_baseline_pct:+.1f}% / "
+     "{compress_convergence_seed1:runs.int4-weights.final_vs_baseline_pct:+.1f}%",
+     "`python benchmarks/compress_convergence.py [--seed 1]`"),
+)
+
+_CELL = re.compile(r"\{(\w+):([\w.|+\-]+)(?::([^}]*))?\}")
+
+
+def _lookup(name: str, path: str) -> Any:
+    f = RESULTS / f"{name}.json"
+    if not f.exists():
+        raise SystemExit(f"readme_figures: {f.relative_to(ROOT)} is missing: run benchmarks/{name.split('_seed')[0]}.py")
+    value: Any = json.loads(f.read_text())
+    path, _, op = path.partition("|")
+    for key in path.split("."):
+        try:
+            value = value[int(key)] if isinstance(value, list) else value[key]
+        except (KeyError, IndexError, ValueError) as exc:
+            raise SystemExit(f"readme_figures: {name}.json has no {path!r} ({exc})") from None
+    return len(value) if op == "len" else value
+
+
+def render() -> str:
+    lines = [BEGIN, "| check | result | reproduce |", "|---|---|---|"]
+    for check, template, how in ROWS:
+        cell = _CELL.sub(lambda m: format(_lookup(m[1], m[2]), m[3] or ""), template)
+        lines.append(f"| {check} | {cell} | {how} |")
+    return "\n".join([*lines, END])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the README differs from the results")
+    args = ap.parse_args()
+    text = README.read_text()
+    start, stop = text.find(BEGIN), text.find(END)
+    if start < 0 or stop < 0:
+        raise SystemExit(f"readme_figures: README.md lacks the markers {BEGIN} ... {END}")
+    new = text[:start] + render() + text[stop + len(END):]
+    if args.check:
+        if new != text:
+            print("README.md figures are stale: run python benchmarks/readme_figures.py", file=sys.stderr)
+            raise SystemExit(1)
+        print("README.md figures match benchmarks/results")
+        return
+    README.write_text(new)
+    print("README.md figures rewritten from benchmarks/results")
+
+
+if __name__ == "__main__":
+    main()
