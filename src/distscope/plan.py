@@ -163,6 +163,8 @@ class Plan:
             raise self._fail("schedule=interleaved-1f1b needs vp > 1")
         if need_vp is not None and need_vp > 1 and self.vp != need_vp:
             raise self._fail(f"schedule={self.schedule.value} needs vp={need_vp} (two chunks per rank), got vp={self.vp}")
+        if self.pp == 1 and self.schedule in (Schedule.ZB_H1, Schedule.ZB_V, Schedule.DUALPIPE, Schedule.PIPEDREAM_2BW):
+            raise self._fail(f"schedule={self.schedule.value} needs pp > 1")
         if self.schedule is Schedule.DUALPIPE and self.pp % 2:
             raise self._fail(f"schedule=dualpipe needs an even pp, got pp={self.pp}")
         if self.etp is not None and self.etp < 1:

@@ -21,7 +21,7 @@ from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
-from distscope.model.moe import moe_pass_comm_s, overlapped_a2a_s, routed_fraction
+from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s, routed_fraction
 from distscope.model.result import Estimate, LayerTimes
 from distscope.model.schedules import StagePass, inflight_sets, pipeline_s, weight_versions
 from distscope.model.stages import StageLayers, stage_layers
@@ -165,6 +165,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e  # K and V chunk sent per ring step
         cp_step = collective_s(Collective.SEND_RECV, kv, g_cp)
     a2a_overlap = plan.moe_a2a_overlap and m > 1  # needs another micro-batch's compute to hide behind
+    tp_overlap = Dim.TP in plan.overlap and tp > 1
+    split = plan.traits.split_backward and pp > 1
 
     def layer_comm(moe: bool) -> LayerComm:
         """Communication of one layer per micro-batch: totals and what stays exposed in the forward
@@ -172,10 +174,12 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         c = costs[moe]
         rec = rfrac if full_rc else 0.0
         tp_tot = tp_point * (2 + 2 * rec + 2)
-        if Dim.TP in plan.overlap:
+        if tp_overlap:
             # forward points hide behind half the forward GEMMs each, backward ones behind dgrad+wgrad
+            # (dgrad only when a zero-bubble schedule moves wgrad to a later W pass)
             point_f = max(0.0, tp_point - c.gemm_fwd_s / 2)
-            tp_f, tp_b = 2 * point_f, 2 * rec * point_f + max(0.0, 2 * tp_point - 2 * c.gemm_fwd_s)
+            bwd_hide = c.gemm_fwd_s if split else 2 * c.gemm_fwd_s
+            tp_f, tp_b = 2 * point_f, 2 * rec * point_f + max(0.0, 2 * tp_point - bwd_hide)
         else:
             tp_f, tp_b = 2 * tp_point, (2 * rec + 2) * tp_point
         tp_f += 2 * tp_codec
@@ -192,11 +196,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             ep_tot = ep_pass * (2 + rec)  # dispatch + combine in the forward, the recompute and the backward
             ep_f, ep_b = ep_pass, ep_pass * (1 + rec)
             if a2a_overlap:
-                # the compute left after TP's own hiding is what another micro-batch's a2a can hide behind
-                hide_tp = Dim.TP in plan.overlap
-                f_avail = c.fwd_s - (2 * min(tp_point, c.gemm_fwd_s / 2) if hide_tp else 0.0)
-                b_avail = c.bwd_s + rec * c.recompute_s - (
-                    (2 * rec * min(tp_point, c.gemm_fwd_s / 2) + min(2 * tp_point, 2 * c.gemm_fwd_s)) if hide_tp else 0.0)
+                # another micro-batch's all-to-all runs beside this pass's compute (DeepSeek-V3 3.2.1)
+                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split)
                 ep_f = overlapped_a2a_s(ep_f, f_avail)[0]
                 ep_b = overlapped_a2a_s(ep_b, b_avail)[0]
         return LayerComm(tp_tot=tp_tot, tp_f=tp_f, tp_b=tp_b, cp_tot=cp_tot, cp_f=cp_f, cp_b=cp_b,
@@ -358,7 +359,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_dp_exp += codec
         f_s = (fwd + tp_f + cp_f + ep_f + z3_f) * share + pp_exposed_mb / 2
         per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_exposed_mb
-        w_s = wgrad * share if traits.split_backward else 0.0
+        w_s = wgrad * share if split else 0.0
         passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s))
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
                       "ep": ep_exp * share, "pp": pp_exposed_mb, "dp": z3_exp * share, "tp_tot": tp_tot * share,

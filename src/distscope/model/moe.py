@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from distscope.comm import Collective, collective_s
 from distscope.comm.group import GroupNet
+from distscope.model.layer import LayerCost
 from distscope.plan import Plan
 from distscope.workload.spec import ModelSpec
 
@@ -57,3 +58,19 @@ def overlapped_a2a_s(comm_s: float, compute_s: float) -> tuple[float, float]:
     share the hidden part takes from that compute (A2A_OVERLAP_SM_FRACTION)."""
     hidden = min(comm_s, max(compute_s, 0.0))
     return comm_s - hidden + hidden * A2A_OVERLAP_SM_FRACTION, hidden
+
+
+def overlap_budget_s(c: LayerCost, *, tp_overlap: bool, cp: bool, rec: float, split: bool) -> tuple[float, float]:
+    """(forward, backward) compute of a layer's pass that another micro-batch's all-to-all can run
+    beside: the pass's compute less what its own TP and CP communication already hides behind (TP:
+    half the forward GEMMs per point, the dgrad+wgrad GEMMs per backward point, only dgrad when the
+    weight gradient is a later W pass; CP: the attention core); the backward includes the
+    recomputed forward (share `rec`) and excludes a split-off W."""
+    gemm, attn = c.gemm_fwd_s, c.attn_fwd_s
+    f = c.fwd_s - (gemm if tp_overlap else 0.0) - (attn if cp else 0.0)
+    b = c.bwd_s + rec * c.recompute_s - (gemm if split else 0.0)
+    if tp_overlap:
+        b -= rec * gemm + (gemm if split else 2 * gemm)
+    if cp:
+        b -= rec * attn + 2 * attn
+    return max(f, 0.0), max(b, 0.0)

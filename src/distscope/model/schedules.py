@@ -93,7 +93,8 @@ def dualpipe_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
     """DualPipe (DeepSeek-AI 2024, DeepSeek-V3 Technical Report sec. 3.2.1; the order of
     deepseek-ai/DualPipe): p ranks (even), rank r holds stages r and p−1−r, m/2 micro-batches enter
     at each end. Per micro-batch a rank runs one stage: F, B, W below are per stage (half the rank's
-    two-stage pass), X = F + B + W one overlapped forward+backward pair, H = p/2:
+    two-stage pass; StagePass holds it already), X = F + B + W one overlapped forward+backward pair,
+    H = p/2:
 
         m·X_max + (m − H − 2)·C + max( (H−2)F + (H−1)B + (4H−3)C,
                                        (H−2)F + 2(H−1)B − (H−1)W + (5H−4)C,
@@ -104,13 +105,13 @@ def dualpipe_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
     F&B = 2F and B_full = B + W). Needs m >= 2p and even."""
     p = len(stages)
     h = p // 2
-    f, b, w = _mean(stages, 0.5)
+    f, b, w = _mean(stages, 1.0)
     c = c_s
     fill = max((h - 2) * f + (h - 1) * b + (4 * h - 3) * c,
                (h - 2) * f + 2 * (h - 1) * b - (h - 1) * w + (5 * h - 4) * c,
                2 * (h - 1) * f + (3 * h - 2) * c,
                2 * (h - 1) * f + (h - 1) * b - (h - 1) * w + (4 * h - 3) * c)
-    return m * max(s.total_s for s in stages) / 2 + (m - h - 2) * c + fill
+    return m * max(s.total_s for s in stages) + (m - h - 2) * c + fill
 
 
 def pipedream_2bw_s(stages: Sequence[StagePass], m: int) -> float:
