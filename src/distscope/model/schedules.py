@@ -96,13 +96,14 @@ def dualpipe_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
     two-stage pass; StagePass holds it already), X = F + B + W one overlapped forward+backward pair,
     H = p/2:
 
-        m·X_max + (m − H − 2)·C + max( (H−2)F + (H−1)B + (4H−3)C,
+        m·X_max + (m − H − 2 − ⌊(m − p − 4)/p⌋⁺)·C + max( (H−2)F + (H−1)B + (4H−3)C,
                                        (H−2)F + 2(H−1)B − (H−1)W + (5H−4)C,
                                        2(H−1)F + (3H−2)C,
                                        2(H−1)F + (H−1)B − (H−1)W + (4H−3)C )
 
     (F = B = W, C = 0: 2(H−1)F = (p/2 − 1)(F&B + B_full − 3W), the report's Table 2 bubble, with
-    F&B = 2F and B_full = B + W). Needs m >= 2p and even."""
+    F&B = F + B + W (not overlapped) and B_full = B + W). The steady state's longest path crosses ranks on all but one in p
+    pairs, hence the ⌊·⌋ term. Needs m >= 2p and even."""
     p = len(stages)
     h = p // 2
     f, b, w = _mean(stages, 1.0)
@@ -111,7 +112,8 @@ def dualpipe_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
                (h - 2) * f + 2 * (h - 1) * b - (h - 1) * w + (5 * h - 4) * c,
                2 * (h - 1) * f + (3 * h - 2) * c,
                2 * (h - 1) * f + (h - 1) * b - (h - 1) * w + (4 * h - 3) * c)
-    return m * max(s.total_s for s in stages) + (m - h - 2) * c + fill
+    hops = m - h - 2 - max(0, (m - p - 4) // p)
+    return m * max(s.total_s for s in stages) + hops * c + fill
 
 
 def pipedream_2bw_s(stages: Sequence[StagePass], m: int) -> float:
