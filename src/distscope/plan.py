@@ -25,6 +25,45 @@ class Schedule(enum.Enum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved-1f1b"
+    ZB_H1 = "zb-h1"  # Qi et al. 2023 (ICLR 2024), Zero Bubble Pipeline Parallelism, sec. 2.1
+    ZB_V = "zb-v"  # Qi et al. 2023, arXiv 2401.10241v2 sec. 6: two chunks per rank in a V
+    DUALPIPE = "dualpipe"  # DeepSeek-AI 2024, DeepSeek-V3 Technical Report, sec. 3.2.1
+    PIPEDREAM_2BW = "2bw"  # Narayanan et al. 2021 (ICML), Memory-Efficient Pipeline-Parallel DNN Training
+
+
+class Placement(enum.Enum):
+    """Which pipeline rank holds model chunk c (chunks counted from the embedding side)."""
+
+    LOOP = "loop"  # chunk c on rank c mod pp (Megatron's interleaving; vp = 1 is the plain split)
+    V = "v"  # chunk c < pp on rank c, chunk c >= pp on rank 2pp-1-c (ZB-V)
+    MIRROR = "mirror"  # pp stages; rank r holds stage r and stage pp-1-r (DualPipe: two copies)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScheduleTraits:
+    """A schedule's properties as data (the cost functions live in model/schedules.py, the per-rank
+    op order in trace/schedule.py)."""
+
+    fixed_vp: int | None  # chunks per rank the schedule needs; None = any vp > 1 (interleaving)
+    placement: Placement
+    split_backward: bool  # backward split into B (input gradient) and W (weight gradient)
+    weight_copies: int  # model copies held per rank: DualPipe 2 (two stages); 2BW stashes 2 versions
+    flush: bool  # a pipeline flush every step (PipeDream-2BW has none)
+
+
+SCHEDULE_TRAITS: dict[Schedule, ScheduleTraits] = {
+    Schedule.GPIPE: ScheduleTraits(fixed_vp=1, placement=Placement.LOOP, split_backward=False, weight_copies=1, flush=True),
+    Schedule.ONE_F_ONE_B: ScheduleTraits(fixed_vp=1, placement=Placement.LOOP, split_backward=False, weight_copies=1,
+                                         flush=True),
+    Schedule.INTERLEAVED: ScheduleTraits(fixed_vp=None, placement=Placement.LOOP, split_backward=False,
+                                         weight_copies=1, flush=True),
+    Schedule.ZB_H1: ScheduleTraits(fixed_vp=1, placement=Placement.LOOP, split_backward=True, weight_copies=1, flush=True),
+    Schedule.ZB_V: ScheduleTraits(fixed_vp=2, placement=Placement.V, split_backward=True, weight_copies=1, flush=True),
+    Schedule.DUALPIPE: ScheduleTraits(fixed_vp=1, placement=Placement.MIRROR, split_backward=True, weight_copies=2,
+                                      flush=True),
+    Schedule.PIPEDREAM_2BW: ScheduleTraits(fixed_vp=1, placement=Placement.LOOP, split_backward=False,
+                                           weight_copies=2, flush=False),
+}
 
 
 class AttentionImpl(enum.Enum):
@@ -72,12 +111,34 @@ class Plan:
     # quantized communication per class (DP gradients, sharded-weight all-gathers, TP activations);
     # None = nothing compressed. Priced in model/estimate.py with distscope.compress.spec.
     compression: CompressionConfig | None = None
+    # ZeRO-3/FSDP: False keeps the gathered parameters across micro-batches (FSDP2
+    # reshard_after_forward=False under torch.distributed.pipelining, Llama 3's FSDP): one all-gather
+    # and one gradient reduce-scatter per step instead of two gathers and one reduce-scatter per
+    # micro-batch, at the memory of unsharded weights and gradients.
+    reshard_after_forward: bool = True
+    # MoE: expert tensor parallelism (Megatron --expert-tensor-parallel-size; None = tp), capacity
+    # factor (None = dropless), all-to-all overlapped with another micro-batch's compute (DeepSeek-V3
+    # sec. 3.2.1; Megatron --overlap-moe-expert-parallel-comm)
+    etp: int | None = None
+    capacity_factor: float | None = None
+    moe_a2a_overlap: bool = False
 
     def degrees(self) -> str:
         return (
             f"dp={self.dp} tp={self.tp} pp={self.pp} vp={self.vp} cp={self.cp} ep={self.ep} "
             f"micro_batch={self.micro_batch} zero={self.zero_stage}"
+            + (f" etp={self.etp}" if self.etp is not None else "")
+            + (f" schedule={self.schedule.value}" if self.schedule.value not in ("1f1b", "interleaved-1f1b") else "")
         )
+
+    @property
+    def traits(self) -> ScheduleTraits:
+        return SCHEDULE_TRAITS[self.schedule]
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel degree of the expert layers (Megatron's default: tp)."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def compressed(self) -> bool:
@@ -95,14 +156,29 @@ class Plan:
             raise self._fail(f"zero_stage={self.zero_stage} must be 0, 1, 2 or 3")
         if self.vp > 1 and self.pp == 1:
             raise self._fail(f"vp={self.vp} needs pp > 1")
-        if self.vp > 1 and self.schedule is not Schedule.INTERLEAVED:
-            raise self._fail(f"vp={self.vp} needs schedule=interleaved-1f1b, got {self.schedule.value}")
-        if self.schedule is Schedule.INTERLEAVED and self.vp == 1:
+        need_vp = self.traits.fixed_vp
+        if self.vp > 1 and need_vp == 1:
+            raise self._fail(f"vp={self.vp} needs schedule=interleaved-1f1b (or zb-v with vp=2), got {self.schedule.value}")
+        if need_vp is None and self.vp == 1:
             raise self._fail("schedule=interleaved-1f1b needs vp > 1")
+        if need_vp is not None and need_vp > 1 and self.vp != need_vp:
+            raise self._fail(f"schedule={self.schedule.value} needs vp={need_vp} (two chunks per rank), got vp={self.vp}")
+        if self.pp == 1 and self.schedule in (Schedule.ZB_H1, Schedule.ZB_V, Schedule.DUALPIPE, Schedule.PIPEDREAM_2BW):
+            raise self._fail(f"schedule={self.schedule.value} needs pp > 1")
+        if self.schedule is Schedule.DUALPIPE and self.pp % 2:
+            raise self._fail(f"schedule=dualpipe needs an even pp, got pp={self.pp}")
+        if self.etp is not None and self.etp < 1:
+            raise self._fail(f"etp={self.etp} must be >= 1")
+        if self.capacity_factor is not None and not 0 < self.capacity_factor < float("inf"):
+            raise self._fail(f"capacity_factor={self.capacity_factor} must be a finite number > 0")
+        if not self.reshard_after_forward and self.zero_stage != 3:
+            raise self._fail(f"reshard_after_forward=False needs zero_stage=3 (FSDP), got zero_stage={self.zero_stage}")
         if self.recompute_layers < 0 or (self.recompute_layers and self.recompute is not Recompute.FULL):
             raise self._fail(f"recompute_layers={self.recompute_layers} needs recompute=full and must be >= 0")
         if self.stage_layers and len(self.stage_layers) != self.pp * self.vp:
             raise self._fail(f"stage_layers has {len(self.stage_layers)} entries, need pp*vp={self.pp * self.vp}")
+        if self.stage_layers and min(self.stage_layers) < 0:
+            raise self._fail(f"stage_layers={list(self.stage_layers)} must be >= 0 each")
 
     @property
     def gpus(self) -> int:
@@ -129,8 +205,12 @@ class Plan:
         if kv_heads % self.tp and self.tp % kv_heads:
             raise self._fail(f"kv_heads={kv_heads} and tp={self.tp}: one must divide the other")
         if self.stage_layers:
-            if sum(self.stage_layers) != layers or min(self.stage_layers) < 1:
-                raise self._fail(f"stage_layers={list(self.stage_layers)} must be >= 1 each and sum to layers={layers}")
+            if sum(self.stage_layers) != layers:
+                raise self._fail(f"stage_layers={list(self.stage_layers)} must sum to layers={layers}")
+            per_rank = rank_totals(self.stage_layers, self.pp, self.traits.placement)
+            if min(per_rank) < 1:
+                raise self._fail(f"stage_layers={list(self.stage_layers)} leave a pipeline stage with no layer "
+                                 f"(layers per stage: {list(per_rank)})")
         elif layers % (self.pp * self.vp):
             raise self._fail(f"layers={layers} not divisible by pp*vp={self.pp * self.vp}")
         if global_batch % (self.dp * self.micro_batch):
@@ -138,6 +218,12 @@ class Plan:
         m = self.microbatches(global_batch)
         if self.schedule is Schedule.INTERLEAVED and m % self.pp:
             raise self._fail(f"interleaved schedule needs microbatches={m} divisible by pp={self.pp}")
+        if self.pp > 1:
+            least = {Schedule.ZB_H1: self.pp, Schedule.ZB_V: 2 * self.pp - 1, Schedule.DUALPIPE: 2 * self.pp}
+            if m < least.get(self.schedule, 1):
+                raise self._fail(f"schedule={self.schedule.value} needs microbatches >= {least[self.schedule]}, got {m}")
+            if self.schedule is Schedule.DUALPIPE and m % 2:
+                raise self._fail(f"schedule=dualpipe needs an even number of microbatches (two directions), got {m}")
         if self.cp > 1 and seq_len % (2 * self.cp):
             raise self._fail(f"seq={seq_len} not divisible by 2*cp={2 * self.cp} (load-balanced context parallel)")
         if self.sp and seq_len % (self.tp * self.cp):
@@ -149,7 +235,37 @@ class Plan:
                 raise self._fail(f"experts={experts} not divisible by ep={self.ep}")
             if (self.dp * self.cp) % self.ep:
                 raise self._fail(f"ep={self.ep} must divide dp*cp={self.dp * self.cp}")
+        if experts == 0:
+            for what, bad in (("etp", self.etp not in (None, self.tp)), ("capacity_factor", self.capacity_factor is not None),
+                              ("moe_a2a_overlap", self.moe_a2a_overlap)):
+                if bad:
+                    raise self._fail(f"{what} needs a MoE model")
+        elif self.etp is not None and (self.tp * self.dp * self.cp) % (self.etp * self.ep):
+            # Megatron's expert grid etp x ep x edp re-folds the tp x cp x dp ranks of a stage
+            raise self._fail(f"etp*ep={self.etp * self.ep} must divide tp*dp*cp={self.tp * self.dp * self.cp}")
         return self
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert-data-parallel degree: ranks holding the same expert shard (tp·dp·cp / (etp·ep))."""
+        return max(self.tp * self.dp * self.cp // (self.expert_tp * self.ep), 1)
+
+
+def rank_totals(chunks: tuple[int, ...], pp: int, placement: Placement) -> tuple[int, ...]:
+    """Layers per pipeline rank for model-chunk sizes under a placement (see Placement)."""
+    out = [0] * pp
+    for c, n in enumerate(chunks):
+        out[chunk_rank(c, pp, placement)] += n
+        if placement is Placement.MIRROR:
+            out[pp - 1 - c] += n
+    return tuple(out)
+
+
+def chunk_rank(c: int, pp: int, placement: Placement) -> int:
+    """The pipeline rank that holds model chunk c (for MIRROR: the forward-direction copy)."""
+    if placement is Placement.V:
+        return c if c < pp else 2 * pp - 1 - c
+    return c % pp
 
 
 def derive_dp(num_gpus: int, tp: int = 1, pp: int = 1, cp: int = 1) -> int:

@@ -37,11 +37,17 @@ GlobalOpt = Annotated[int, typer.Option("--global-batch", help="Sequences per op
 SeqOpt = Annotated[int | None, typer.Option("--seq", help="Sequence length in tokens (default: 4096, or the model's context if shorter).")]
 RecomputeOpt = Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")]
 RecomputeLayersOpt = Annotated[int, typer.Option("--recompute-layers", help="With --recompute full: layers per chunk recomputed (0 = all).")]
-ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b or interleaved-1f1b (default: interleaved-1f1b when vp > 1).")]
+ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (vp=2), dualpipe or 2bw (default: interleaved-1f1b when vp > 1).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp16, bf16 or fp8 (FP8 GEMMs, bf16 elsewhere).")]
 OverlapOpt = Annotated[str, typer.Option("--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, or none.")]
 AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (fused) or unfused.")]
 StageLayersOpt = Annotated[str | None, typer.Option("--stage-layers", help="Explicit layers per pipeline chunk, comma list of pp*vp numbers.")]
+FirstStageOpt = Annotated[int | None, typer.Option("--first-stage-layers", help="Layers on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers).")]
+LastStageOpt = Annotated[int | None, typer.Option("--last-stage-layers", help="Layers on the last pipeline rank (Megatron --decoder-last-pipeline-num-layers).")]
+ReshardOpt = Annotated[bool, typer.Option("--reshard-after-forward/--no-reshard-after-forward", help="With --zero 3: free gathered parameters after each forward (default) or keep them across micro-batches.")]
+EtpOpt = Annotated[int | None, typer.Option("--etp", help="Expert tensor-parallel degree for MoE layers (default: tp).")]
+CapacityOpt = Annotated[float | None, typer.Option("--capacity-factor", help="MoE expert capacity factor; tokens beyond it are dropped (default: dropless).")]
+A2AOverlapOpt = Annotated[bool, typer.Option("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Overlap MoE all-to-all with another micro-batch's compute (DeepSeek-V3 DualPipe style).")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
 MaxMemoryOpt = Annotated[float | None, typer.Option("--max-memory", help="Cap on memory per GPU in GiB (default: the total the driver reports for the device).")]
 HeadroomOpt = Annotated[float | None, typer.Option("--headroom", help="Fraction of per-GPU memory kept free for allocator fragmentation and runtime buffers (default 0.05).")]
@@ -80,6 +86,33 @@ def parse_links(value: str | None) -> dict[str, float]:
         if out[name.strip()] <= 0:
             raise DistscopeError(f"--link={value!r}: bandwidth of {name.strip()} must be > 0")
     return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlanFlags:
+    """The less common plan options, as the CLI gives them (validated by Plan and the split rules)."""
+
+    etp: int | None = None
+    capacity_factor: float | None = None
+    moe_a2a_overlap: bool = False
+    reshard_after_forward: bool = True
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+
+def split_for(spec: ModelSpec, pp: int, vp: int, stage_layers: str | None, flags: PlanFlags) -> tuple[int, ...]:
+    """Layers per model chunk: --stage-layers, else Megatron's first/last-stage rule, else uniform when
+    the layers divide, else Megatron's embedding/loss accounting (model.stages.balanced_chunks)."""
+    from distscope.model.stages import balanced_chunks, first_last_chunks
+
+    first, last = flags.first_stage_layers, flags.last_stage_layers
+    if stage_layers:
+        if first is not None or last is not None:
+            raise DistscopeError("--stage-layers and --first-stage-layers/--last-stage-layers exclude each other")
+        return parse_int_list(stage_layers, "--stage-layers")
+    if first is not None or last is not None:
+        return first_last_chunks(spec.layers, pp, vp, first, last)
+    return balanced_chunks(spec.layers, pp, vp)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,7 +177,8 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
                    global_batch: int, seq: int | None, recompute: str, recompute_layers: int, schedule: str | None,
                    precision: str, overlap: str, attention: str, stage_layers: str | None,
                    link: str | None, profile: str | None = None, max_memory: float | None = None,
-                   headroom: float | None = None) -> Scenario:
+                   headroom: float | None = None, flags: PlanFlags | None = None) -> Scenario:
+    flags = flags or PlanFlags()
     spec = get_model(model)
     seq = default_seq(spec) if seq is None else seq
     check_seq(spec, seq)
@@ -160,7 +194,9 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
         recompute_layers=recompute_layers, schedule=sched,
         precision=Precision.parse(precision, "--precision"), overlap=parse_overlap(overlap),
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
-        stage_layers=parse_int_list(stage_layers, "--stage-layers") if stage_layers else (),
+        stage_layers=split_for(spec, pp, vp, stage_layers, flags),
+        etp=flags.etp, capacity_factor=flags.capacity_factor, moe_a2a_overlap=flags.moe_a2a_overlap,
+        reshard_after_forward=flags.reshard_after_forward,
     )
     plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                experts=spec.moe.experts if spec.moe else 0, seq_len=seq, global_batch=global_batch, num_gpus=gpus)

@@ -18,6 +18,7 @@ def test_params_match_official(name: str) -> None:
 
 def test_moe_active_params() -> None:
     assert active_params(get_model("mixtral-8x7b")) == pytest.approx(12.9e9, rel=0.01)  # Mistral: 12.9B active
+    assert active_params(get_model("mixtral-8x22b")) == pytest.approx(39e9, rel=0.01)  # Mistral: 39B active
     assert active_params(get_model("deepseek-v3")) == pytest.approx(37e9, rel=0.02)  # DeepSeek: 37B activated
 
 

@@ -32,6 +32,12 @@ def estimate_cmd(
     overlap: S.OverlapOpt = "dp,tp,pp",
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
+    first_stage_layers: S.FirstStageOpt = None,
+    last_stage_layers: S.LastStageOpt = None,
+    reshard_after_forward: S.ReshardOpt = True,
+    etp: S.EtpOpt = None,
+    capacity_factor: S.CapacityOpt = None,
+    moe_a2a_overlap: S.A2AOverlapOpt = False,
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
     max_memory: S.MaxMemoryOpt = None,
@@ -58,6 +64,9 @@ def estimate_cmd(
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
         attention=attention, stage_layers=stage_layers, link=link, profile=profile,
         max_memory=max_memory, headroom=headroom,
+        flags=S.PlanFlags(etp=etp, capacity_factor=capacity_factor, moe_a2a_overlap=moe_a2a_overlap,
+                          reshard_after_forward=reshard_after_forward, first_stage_layers=first_stage_layers,
+                          last_stage_layers=last_stage_layers),
     )
     if comm_volume:
         from distscope.model.comm_volume import comm_volume_report, comm_volume_table

@@ -20,14 +20,39 @@ from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
-from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, inflight_factor
+from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
+from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s, routed_fraction
 from distscope.model.result import Estimate, LayerTimes
+from distscope.model.schedules import StagePass, inflight_sets, pipeline_s, weight_versions
 from distscope.model.stages import StageLayers, stage_layers
-from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
+from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.system.topology import Cluster
 from distscope.workload import params as P
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
+
+_FLUSH_FORMULA = frozenset({Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LayerComm:
+    """One layer's communication per micro-batch: totals, and exposed time in the forward pass (F)
+    and the backward pass (B, with the recomputed forward)."""
+
+    tp_tot: float
+    tp_f: float
+    tp_b: float
+    cp_tot: float
+    cp_f: float
+    cp_b: float
+    ep_tot: float
+    ep_f: float
+    ep_b: float
+
+    @property
+    def exposed_s(self) -> float:
+        return self.tp_f + self.tp_b + self.cp_f + self.cp_b + self.ep_f + self.ep_b
+
 
 ADAM_BYTES_PER_PARAM = 32.0  # read fp32 master/m/v/grad (16) + write master/m/v (12) + bf16 weight (2) + zero grad (2)
 MASTER_BYTES_PER_PARAM = 12.0  # fp32 master weights + Adam m and v
@@ -72,14 +97,14 @@ def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan
     experts = 0.0
     if spec.moe is not None:
         dense += sl.moe * P.dense_params_per_layer(spec, True)
-        experts = sl.moe * P.expert_params_per_moe_layer(spec) / plan.ep
+        experts = sl.moe * P.expert_params_per_moe_layer(spec) / (plan.ep * plan.expert_tp)
     if first:
         dense += P.embedding_params(spec)
     if last:
         dense += P.head_params(spec)
-        if spec.tied_embeddings and plan.pp > 1:
+        if spec.tied_embeddings and plan.pp > 1 and not first:
             dense += spec.vocab * spec.hidden  # Megatron keeps a copy of the word embedding on the last stage
-    return dense / plan.tp, experts / plan.tp
+    return dense / plan.tp, experts
 
 
 def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,
@@ -97,20 +122,29 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     g_tp = group_net(cluster, tp, 1)
     g_cp = group_net(cluster, cp, tp)
-    g_ep = group_net(cluster, plan.ep, tp * cp)
+    etp, ep = plan.expert_tp, plan.ep
+    # Megatron's expert grid folds a stage's tp x cp x dp ranks as etp x ep x edp, etp fastest
+    # (Liu et al. 2025, MoE parallel folding; megatron/core/parallel_state.py expert groups)
+    g_ep = group_net(cluster, ep, etp)
+    g_etp = group_net(cluster, etp, 1)
     g_dp = group_net(cluster, dp * cp, tp)  # gradients are reduced over dp x cp (same weights)
-    g_edp = group_net(cluster, max(dp * cp // plan.ep, 1), tp * plan.ep)
+    g_edp = group_net(cluster, plan.expert_dp, etp * ep)  # expert gradients: the expert-data-parallel group
     # ZeRO-3 gathers and reduces per parameter group across the whole DP group. The published
     # DeepSpeed ZeRO-3 runs (Narayanan et al. 2021, Table 2: 175B and 530B at 384-2240 A100s) are
     # communication-bound at the per-GPU NIC rate, not the node's aggregated NIC rate that NCCL's
     # multi-channel rings reach for one large buffer, so ZeRO-3 traffic is priced without rail
-    # aggregation.
-    g_z3 = group_net(cluster, dp * cp, tp, rails=False)
-    g_z3e = group_net(cluster, max(dp * cp // plan.ep, 1), tp * plan.ep, rails=False)
+    # aggregation. Kept across micro-batches (no reshard), FSDP moves one flat buffer per stage per
+    # step: priced like the distributed optimizer's.
+    per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
+    g_z3 = group_net(cluster, dp * cp, tp, rails=False) if per_mb_z3 else g_dp
+    g_z3e = group_net(cluster, plan.expert_dp, etp * ep, rails=False) if per_mb_z3 else g_edp
     g_pp = group_net(cluster, 2, tp * cp * dp) if pp > 1 else None
+    traits = plan.traits
 
+    fcap = routed_fraction(plan)
     costs: dict[bool, LayerCost] = {
-        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev)
+        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
+                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()))
         for moe in ((False, True) if spec.moe is not None else (False,))
     }
     rfrac = recompute_fraction(spec.layers, plan)
@@ -124,34 +158,50 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     tp_codec = 0.0  # quantize + dequantize per TP communication point: compute, never hidden
     if cmp is not None and tp > 1:
         tp_point, tp_codec = _compress(tp_point, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
-    n_fwd = 2 + (2 * rfrac if plan.recompute is Recompute.FULL else 0)
-    ep_point = 0.0
-    if spec.moe is not None and plan.ep > 1:
-        ep_point = collective_s(Collective.ALL_TO_ALL, T * spec.moe.top_k * spec.hidden * e, g_ep)
+    full_rc = plan.recompute is Recompute.FULL
+    ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp) if spec.moe is not None else 0.0
     cp_step = 0.0
     if cp > 1:
         kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e  # K and V chunk sent per ring step
         cp_step = collective_s(Collective.SEND_RECV, kv, g_cp)
+    a2a_overlap = plan.moe_a2a_overlap and m > 1  # needs another micro-batch's compute to hide behind
+    tp_overlap = Dim.TP in plan.overlap and tp > 1
+    split = plan.traits.split_backward and pp > 1
 
-    def layer_comm(moe: bool) -> tuple[float, float, float, float, float, float]:
-        """(tp total, tp exposed, cp total, cp exposed, ep total, ep exposed) for one layer."""
+    def layer_comm(moe: bool) -> LayerComm:
+        """Communication of one layer per micro-batch: totals and what stays exposed in the forward
+        pass (F) and in the backward pass (B, which includes the recomputed forward)."""
         c = costs[moe]
-        tp_tot = tp_point * (n_fwd + 2)
-        if Dim.TP in plan.overlap:
-            # forward points hide behind the forward GEMMs, backward ones behind dgrad+wgrad GEMMs
-            tp_exp = max(0.0, tp_point * n_fwd - c.gemm_fwd_s * n_fwd / 2) + max(0.0, 2 * tp_point - 2 * c.gemm_fwd_s)
+        rec = rfrac if full_rc else 0.0
+        tp_tot = tp_point * (2 + 2 * rec + 2)
+        if tp_overlap:
+            # forward points hide behind half the forward GEMMs each, backward ones behind dgrad+wgrad
+            # (dgrad only when a zero-bubble schedule moves wgrad to a later W pass)
+            point_f = max(0.0, tp_point - c.gemm_fwd_s / 2)
+            bwd_hide = c.gemm_fwd_s if split else 2 * c.gemm_fwd_s
+            tp_f, tp_b = 2 * point_f, 2 * rec * point_f + max(0.0, 2 * tp_point - bwd_hide)
         else:
-            tp_exp = tp_tot
-        tp_exp += tp_codec * (n_fwd + 2)
-        cp_tot = cp_exp = 0.0
+            tp_f, tp_b = 2 * tp_point, (2 * rec + 2) * tp_point
+        tp_f += 2 * tp_codec
+        tp_b += (2 * rec + 2) * tp_codec
+        cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
             bwd = 2 * f  # KV again plus dKV
-            rec = f * rfrac if plan.recompute is Recompute.FULL else 0.0
-            cp_tot = f + bwd + rec
-            cp_exp = max(0.0, f - c.attn_fwd_s) * (1 + rfrac if rec else 1) + max(0.0, bwd - 2 * c.attn_fwd_s)
-        ep_tot = ep_point * (n_fwd + 2) if moe else 0.0  # dispatch + combine, forward and backward
-        return tp_tot, tp_exp, cp_tot, cp_exp, ep_tot, ep_tot
+            cp_tot = f + bwd + f * rec
+            cp_f = max(0.0, f - c.attn_fwd_s)
+            cp_b = cp_f * rec + max(0.0, bwd - 2 * c.attn_fwd_s)
+        ep_tot = ep_f = ep_b = 0.0
+        if moe:
+            ep_tot = ep_pass * (2 + rec)  # dispatch + combine in the forward, the recompute and the backward
+            ep_f, ep_b = ep_pass, ep_pass * (1 + rec)
+            if a2a_overlap:
+                # another micro-batch's all-to-all runs beside this pass's compute (DeepSeek-V3 3.2.1)
+                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split)
+                ep_f = overlapped_a2a_s(ep_f, f_avail)[0]
+                ep_b = overlapped_a2a_s(ep_b, b_avail)[0]
+        return LayerComm(tp_tot=tp_tot, tp_f=tp_f, tp_b=tp_b, cp_tot=cp_tot, cp_f=cp_f, cp_b=cp_b,
+                         ep_tot=ep_tot, ep_f=ep_f, ep_b=ep_b)
 
     comm = {moe: layer_comm(moe) for moe in costs}
 
@@ -160,55 +210,72 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         if moe not in costs:
             return 0.0
         c, k = costs[moe], comm[moe]
-        return c.fwd_s + c.bwd_s + rfrac * c.recompute_s + k[1] + k[3] + k[5]
+        return c.fwd_s + c.bwd_s + rfrac * c.recompute_s + k.exposed_s
 
     # --- pipeline stages ---
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
-    stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers)
+    placement = traits.placement
+    stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers, placement)
+    n_chunks = pp * plan.vp
+    first_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(0, pp, placement)}
+    last_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(n_chunks - 1, pp, placement)}
+    # per micro-batch a MIRROR rank runs one of its two stages: half its layers on average
+    share = 0.5 if placement is Placement.MIRROR else 1.0
     D_pp = T * spec.hidden * e / (tp if plan.sp else 1)
     p2p = collective_s(Collective.SEND_RECV, D_pp, g_pp) if g_pp is not None else 0.0
     p2p_per_mb = 2 * p2p * plan.vp if pp > 1 else 0.0
-    pp_exposed_mb = 0.0 if Dim.PP in plan.overlap else p2p_per_mb
+    pp_exposed_mb = 0.0 if Dim.PP in plan.overlap else p2p_per_mb * share
+    edge_s = p2p if pp > 1 and Dim.PP in plan.overlap else 0.0  # asynchronous sends: latency on the edges
 
-    zero3 = plan.zero_stage == 3
-    stage_t: list[float] = []
     first_extra = last_extra = 0.0
     parts: list[dict[str, float]] = []
+    passes: list[StagePass] = []
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = 0.0
     model_flops = hw_flops = 0.0
-    # stages with the same layers and role cost the same: evaluate each distinct one once
-    kinds: dict[tuple[StageLayers, bool, bool], int] = {}
+    # stages with the same layers and role cost the same: evaluate each distinct one once (memory at
+    # the kind's first rank, which holds the most in-flight micro-batches)
+    kinds: dict[tuple[StageLayers, bool, bool], tuple[int, int]] = {}
     for i, sl in enumerate(stages):
-        key = (sl, i == 0, i == pp - 1)
-        kinds[key] = kinds.get(key, 0) + 1
+        key = (sl, i in first_ranks, i in last_ranks)
+        n_, at = kinds.get(key, (0, i))
+        kinds[key] = (n_ + 1, at)
     counts: list[int] = []
-    for (sl, first, last), count in kinds.items():
+    for (sl, first, last), (count, at) in kinds.items():
         counts.append(count)
         layers = ((False, sl.dense), (True, sl.moe))
         fwd = sum(costs[moe].fwd_s * n for moe, n in layers if n)
         bwd = sum((costs[moe].bwd_s + rfrac * costs[moe].recompute_s) * n for moe, n in layers if n)
+        wgrad = sum(costs[moe].gemm_fwd_s * n for moe, n in layers if n)  # weight-gradient GEMMs
         flops = sum(costs[moe].model_flops * n for moe, n in layers if n)
         rflops = rfrac * sum(costs[moe].recompute_flops * n for moe, n in layers if n)
-        tp_tot = sum(comm[moe][0] * n for moe, n in layers if n)
-        tp_exp = sum(comm[moe][1] * n for moe, n in layers if n)
-        cp_tot = sum(comm[moe][2] * n for moe, n in layers if n)
-        cp_exp = sum(comm[moe][3] * n for moe, n in layers if n)
-        ep_tot = sum(comm[moe][4] * n for moe, n in layers if n)
+        tp_tot = sum(comm[moe].tp_tot * n for moe, n in layers if n)
+        tp_f = sum(comm[moe].tp_f * n for moe, n in layers if n)
+        tp_b = sum(comm[moe].tp_b * n for moe, n in layers if n)
+        cp_tot = sum(comm[moe].cp_tot * n for moe, n in layers if n)
+        cp_f = sum(comm[moe].cp_f * n for moe, n in layers if n)
+        cp_b = sum(comm[moe].cp_b * n for moe, n in layers if n)
+        ep_tot = sum(comm[moe].ep_tot * n for moe, n in layers if n)
+        ep_exp = sum((comm[moe].ep_f + comm[moe].ep_b) * n for moe, n in layers if n)
+        ep_f = sum(comm[moe].ep_f * n for moe, n in layers if n)
         if last:
             fwd += head.fwd_s
             bwd += head.bwd_s
+            wgrad += head.gemm_fwd_s
             flops += head.model_flops
+            x = 0.0
             if tp > 1:  # LM head input: all-gather forward + reduce-scatter backward (SP), or one backward all-reduce
                 x = _tp_layer_comm(D_tp, g_tp, plan.sp)
                 tp_tot += x
-                tp_exp += x
-            last_extra = head.fwd_s + head.bwd_s + (x if tp > 1 else 0.0)
+                tp_f += x / 2 if plan.sp else 0.0
+                tp_b += x / 2 if plan.sp else x
+            last_extra = head.fwd_s + head.bwd_s + x
         if first and tp > 1:  # vocab-parallel embedding output reduction
             x = _tp_layer_comm(D_tp, g_tp, plan.sp) / (1 if not plan.sp else 2)
             tp_tot += x
-            tp_exp += x
+            tp_f += x
             first_extra = x
+        tp_exp, cp_exp = tp_f + tp_b, cp_f + cp_b
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
@@ -225,7 +292,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             return times * t
         # --- data-parallel communication of this stage ---
         z3_ag = z3_rs = 0.0
-        if zero3:
+        if per_mb_z3:
             # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
             z3_ag = dp_coll(Collective.ALL_GATHER, dense_p * wbytes, g_z3, w_m, wbytes, times=2)
             z3_rs = dp_coll(Collective.REDUCE_SCATTER, dense_p * gbytes, g_z3, g_m, gbytes)
@@ -248,17 +315,26 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 t_rs += dp_coll(Collective.ALL_REDUCE, expert_p * gbytes, g_edp, g_m, gbytes)
             t_ag = 0.0
             t_dp_step = t_rs
-        if zero3:
+        pair = 0.0
+        if placement is Placement.MIRROR and g_pp is not None:
+            # DualPipe: ranks r and pp-1-r hold the same two stages; their (DP-reduced) gradient shards
+            # are summed between the pair after the DP reduction (DeepSeek-V3 sec. 3.2.1: two copies of
+            # the parameters); nothing is left to hide it behind
+            shard_ways = dp * cp if plan.shards_optimizer else 1
+            pair = collective_s(Collective.ALL_REDUCE, local_p * gbytes / shard_ways, g_pp)
+        if per_mb_z3:
             # Overlap prefetches the gathers behind compute; the gradient reduce-scatter stays on the
             # critical path (the ZeRO-3 rows of Narayanan et al. 2021, Table 2 are only consistent
             # with that: their step time is max(compute, gathers) + reduce-scatter).
-            z3_exp = (max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag) + z3_rs
+            z3_f = max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag
+            z3_exp = z3_f + z3_rs
             stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
         elif plan.zero_stage == 2:
             # ZeRO-2 keeps only a gradient shard, so every micro-batch's gradients are reduce-scattered
             # before the next one accumulates (DeepSpeed stage 2; FSDP SHARD_GRAD_OP with gradient
             # sync); only the weight all-gather is once per step.
             z3_exp = max(0.0, t_rs - bwd) if Dim.DP in plan.overlap else t_rs
+            z3_f = 0.0
             stage_dp_tot = t_rs * m + t_ag + codec * m
             if Dim.DP in plan.overlap:  # the last micro-batch's last bucket is never hidden
                 stage_dp_exp = t_rs * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0)) + max(0.0, t_ag - fwd)
@@ -266,43 +342,63 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 stage_dp_exp = t_ag
             stage_dp_exp += codec
         else:
-            z3_exp = 0.0
+            # DDP, distributed optimizer, and FSDP keeping parameters gathered across micro-batches
+            # (one all-gather before the first forward, one reduce-scatter after the last backward)
+            z3_exp = z3_f = 0.0
             stage_dp_tot = t_dp_step
-            if Dim.DP in plan.overlap:
+            if not traits.flush:
+                # PipeDream-2BW: the step's gradient reduction and weight gather run beside the next
+                # step's micro-batches (no flush; the update is one step stale by design)
+                stage_dp_exp = max(0.0, t_dp_step - m * share * (fwd + bwd)) if Dim.DP in plan.overlap else t_dp_step
+            elif Dim.DP in plan.overlap:
                 last_bucket = t_dp_step * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0))
-                stage_dp_exp = max(last_bucket, t_rs - bwd) + max(0.0, t_ag - fwd)
+                stage_dp_exp = max(last_bucket, t_rs - bwd * share) + max(0.0, t_ag - fwd * share)
             else:
                 stage_dp_exp = t_dp_step
             stage_dp_tot += codec
             stage_dp_exp += codec
-        per_mb = fwd + bwd + tp_exp + cp_exp + ep_tot + pp_exposed_mb + z3_exp
-        stage_t.append(per_mb)
-        parts.append({"compute": fwd + bwd, "tp": tp_exp, "cp": cp_exp, "ep": ep_tot, "pp": pp_exposed_mb,
-                      "dp": z3_exp, "tp_tot": tp_tot, "cp_tot": cp_tot, "dp_tot_step": stage_dp_tot,
+        stage_dp_tot += pair
+        stage_dp_exp += pair
+        f_s = (fwd + tp_f + cp_f + ep_f + z3_f) * share + pp_exposed_mb / 2
+        per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_exposed_mb
+        w_s = wgrad * share if split else 0.0
+        passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s))
+        parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
+                      "ep": ep_exp * share, "pp": pp_exposed_mb, "dp": z3_exp * share, "tp_tot": tp_tot * share,
+                      "cp_tot": cp_tot * share, "ep_tot": ep_tot * share, "dp_tot_step": stage_dp_tot,
                       "dp_exp_step": stage_dp_exp})
-        model_flops += flops * count
-        hw_flops += (flops + rflops) * count
+        model_flops += flops * count * share
+        hw_flops += (flops + rflops) * count * share
         # --- optimizer step (memory-bound Adam over the local shard) ---
         shard = (dp * cp) if plan.shards_optimizer else 1
         opt_s = max(opt_s, mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps))
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
-        mem = _stage_memory(spec, sl, dense_p, expert_p, first, last, plan, b, s, m)
+        mem = _stage_memory(spec, sl, dense_p, expert_p, first, last, plan, b, s, m, at)
         if mem_worst is None or mem.total_bytes > mem_worst.total_bytes:
             mem_worst = mem
 
+    stage_t = [p.total_s for p in passes]
     t_max = max(stage_t)
     kind_t = dict(zip(kinds, stage_t, strict=True))
-    per_stage = tuple(kind_t[(sl, i == 0, i == pp - 1)] for i, sl in enumerate(stages))
+    per_stage = tuple(kind_t[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages))
     k = stage_t.index(t_max)
-    pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
-    if pp > 1 and Dim.PP in plan.overlap:
-        pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
+    if plan.schedule in _FLUSH_FORMULA:
+        # Σ over every stage of its kind (kinds de-duplicate identical stages)
+        pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
+        if pp > 1 and Dim.PP in plan.overlap:
+            pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
+    else:
+        kind_pass = dict(zip(kinds, passes, strict=True))
+        pipe = pipeline_s(plan.schedule, [kind_pass[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages)],
+                          m, plan.vp, edge_s)
     tied_sync = 0.0
-    if spec.tied_embeddings and pp > 1:  # embedding-gradient all-reduce between first and last stage
+    if spec.tied_embeddings and pp > 1 and placement is Placement.LOOP:  # embedding-gradient all-reduce between first and last stage
         tied_sync = collective_s(Collective.ALL_REDUCE, spec.vocab * spec.hidden / tp * plan.grad_reduce_dtype.bytes,
                                  group_net(cluster, 2, tp * cp * dp * (pp - 1)))
+        if not traits.flush and Dim.DP in plan.overlap:
+            tied_sync = 0.0  # hidden with the rest of 2BW's gradient traffic
     step = pipe + dp_exp + opt_s + tied_sync
 
     bk = parts[k]
@@ -312,7 +408,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     bd["bubble"] = step - sum(bd.values())
     comm_total = {
         "tp": m * max(p["tp_tot"] for p in parts), "cp": m * max(p["cp_tot"] for p in parts),
-        "ep": m * max(p["ep"] for p in parts), "pp": m * p2p_per_mb, "dp": dp_tot + tied_sync,
+        "ep": m * max(p["ep_tot"] for p in parts), "pp": m * p2p_per_mb * share, "dp": dp_tot + tied_sync,
     }
 
     n = cluster.num_gpus
@@ -330,19 +426,25 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
 
 def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: float, first: bool, last: bool,
-                  plan: Plan, b: int, s: int, m: int) -> Memory:
+                  plan: Plan, b: int, s: int, m: int, stage: int = 0) -> Memory:
     e = plan.precision.activation_dtype.bytes
     dpc = plan.dp * plan.cp
-    edp = max(dpc // plan.ep, 1)
-    wbytes = (dense_p / (dpc if plan.zero_stage == 3 else 1) + expert_p / (edp if plan.zero_stage == 3 else 1)) * e
-    if plan.zero_stage == 3:  # two gathered layers in flight (current + prefetch)
+    edp = plan.expert_dp
+    z3 = plan.zero_stage == 3
+    wshard, eshard = (dpc, edp) if z3 and plan.reshard_after_forward else (1, 1)
+    wbytes = (dense_p / wshard + expert_p / eshard) * e * weight_versions(plan.schedule)
+    if z3 and plan.reshard_after_forward:  # two gathered layers in flight (current + prefetch)
         per_layer = dense_p / max(sl.total, 1) + expert_p / max(sl.moe, 1)
         wbytes += 2 * per_layer * e
     g = plan.grad_reduce_dtype.bytes
-    gbytes = (dense_p / (dpc if plan.zero_stage >= 2 else 1) + expert_p / (edp if plan.zero_stage >= 2 else 1)) * g
+    # ZeRO-2 and per-micro-batch FSDP keep a gradient shard; FSDP kept across micro-batches
+    # accumulates unsharded gradients (torch.distributed.pipelining defers the reduce-scatter to the
+    # last backward) and so does the distributed optimizer
+    gshard = plan.zero_stage == 2 or (z3 and plan.reshard_after_forward)
+    gbytes = (dense_p / (dpc if gshard else 1) + expert_p / (edp if gshard else 1)) * g
     shard = plan.shards_optimizer
     obytes = (dense_p / (dpc if shard else 1) + expert_p / (edp if shard else 1)) * MASTER_BYTES_PER_PARAM
-    per_mb = 0.0
+    per_mb = wonly = 0.0
     rfrac = recompute_fraction(spec.layers, plan)
     for moe_layer, n in ((False, sl.dense), (True, sl.moe)):
         if n:
@@ -352,8 +454,9 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
                                                   dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0))
                 full = rfrac * full + (1 - rfrac) * keep
             per_mb += n * full
-    held = inflight_factor(plan, m) if first else (1.0 if plan.schedule is not Schedule.GPIPE else float(m))
-    act = per_mb * held
+            wonly += n * wgrad_input_bytes_per_layer(spec, moe_layer, b, s, plan)
+    held, held_w = inflight_sets(plan.schedule, stage, plan.pp, plan.vp, m)
+    act = per_mb * held + wonly * held_w
     T = b * s / plan.cp
     logits = T * spec.vocab / plan.tp
     if last:  # logits in the activation dtype and their fp32 softmax for the loss

@@ -4,7 +4,10 @@ element-wise HBM traffic, and their times on a device.
 Shapes (T = b·s/cp tokens on this GPU; a_l = a/tp heads, g_l = max(g/tp, 1) kv heads, f_l = f/tp):
   QKV   (T, (a_l + 2·g_l)·d, h)          out proj (T, h, a_l·d)
   FFN   fc1 (T, f_l·(2 if SwiGLU else 1), h), fc2 (T, h, f_l)
-  MoE   router (T, E, h); routed experts as one grouped GEMM over T·k tokens; shared experts like FFN
+  MoE   router (T, E, h); routed experts as one grouped GEMM over M_e = T_d·k·c·(etp with SP) tokens of
+        width f_e/etp (T_d = T/tp with SP, else T; c = min(1, capacity factor): balanced routing drops
+        nothing below capacity); shared experts like FFN. Per-rank expert FLOPs are T·k·c·f_e/tp for
+        any etp with SP: etp only reshapes the GEMM (Megatron's expert tensor parallelism).
   core  QKᵀ 2·b·a_l·(s/cp)·s·d_qk and AV 2·b·a_l·(s/cp)·s·d_v FLOPs (full s² as in Megatron's FLOP
         formulas; fused causal attention skips the masked half)
 Element-wise bytes per token (e = activation bytes; counted like Korthikanti et al. 2022's activation
@@ -40,7 +43,10 @@ class LayerCost:
 
 @functools.lru_cache(maxsize=65536)
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
-               attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device) -> LayerCost:
+               attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
+               etp: int = 0, routed_frac: float = 1.0) -> LayerCost:
+    """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the share of routed tokens
+    an expert processes (min(1, capacity factor); 1 = dropless)."""
     gemm_dtype = precision.gemm_dtype
     e = precision.activation_dtype.bytes
 
@@ -65,12 +71,15 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         assert spec.moe is not None
         fe = spec.moe.expert_ffn_hidden // tp
         k = spec.moe.top_k
-        gemms += [(T, spec.moe.experts, h), (T * k, fe * up, h), (T * k, h, fe)]
+        et = etp or tp
+        M_e = (T * et / tp if sp else T) * k * routed_frac  # routed tokens this rank's experts see
+        fe_e = spec.moe.expert_ffn_hidden // et
+        gemms += [(T, spec.moe.experts, h), (M_e, fe_e * up, h), (M_e, h, fe_e)]
         if spec.moe.shared_experts:
             fs = fe * spec.moe.shared_experts
             gemms += [(T, fs * up, h), (T, h, fs)]
-        act_bytes = act_mult * e * (T * k * fe + T * fe * spec.moe.shared_experts)
-        act_bytes += 4 * T * k * h * e  # token permute / unpermute (read + write each)
+        act_bytes = act_mult * e * (M_e * fe_e + T * fe * spec.moe.shared_experts)
+        act_bytes += 4 * T * k * routed_frac * h * e  # token permute / unpermute (read + write each)
     else:
         f_l = spec.ffn_hidden // tp
         gemms += [(T, f_l * up, h), (T, h, f_l)]

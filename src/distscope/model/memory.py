@@ -14,15 +14,15 @@ sbh(10 + 24/t + 5as/(ht)) without SP, and sbh/t·(34 + 5as/h) with SP):
   fused attention 4·a_l per token (fp32 log-sum-exp)
 with T = b·s/cp tokens, r = 1/t under sequence parallelism (else 1). Selective recompute drops the
 s² terms; full recompute keeps only the layer input e·T·h·r. Under FP8 Transformer Engine saves
-the FP8 cast of each GEMM input (1 byte) instead of the bf16 tensor. In-flight micro-batches: 1F1B holds
-min(pp, m) on stage 0, interleaving multiplies by (1 + (pp-1)/(pp·vp)), GPipe holds m.
+the FP8 cast of each GEMM input (1 byte) instead of the bf16 tensor. In-flight micro-batches per pipeline
+rank and schedule: model/schedules.py (inflight_sets).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from distscope.plan import AttentionImpl, Plan, Recompute, Schedule
+from distscope.plan import AttentionImpl, Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
 
 WORKSPACE_BYTES = 2.0 * 2**30  # CUDA context, NCCL buffers, cuBLAS workspace, allocator slack
@@ -82,13 +82,18 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     return lin + core
 
 
-def inflight_factor(plan: Plan, microbatches: int) -> float:
-    """Layer-activation sets held by stage 0, in units of (its layers × one micro-batch)."""
-    if plan.pp == 1:
-        return 1.0
-    if plan.schedule is Schedule.GPIPE:
-        return float(microbatches)
-    held = float(min(plan.pp, microbatches))
-    if plan.schedule is Schedule.INTERLEAVED:
-        held *= 1 + (plan.pp - 1) / (plan.pp * plan.vp)
-    return held
+def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan) -> float:
+    """Activations a layer keeps between its input-gradient pass (B) and its weight-gradient pass (W)
+    when a zero-bubble schedule defers W (Qi et al. 2023, sec. 2.1 and Table 1: W needs only the
+    inputs of the linear layers): QKV and FC1 inputs gi·T·h·r each, the projection input gi·T·a_l·d,
+    the FC2 input gi·T·f_l (routed experts: gi·M_e·f_e/etp, plus shared experts)."""
+    gi = plan.precision.gemm_dtype.bytes
+    tp = plan.tp
+    T = b * s / plan.cp
+    r = 1.0 / tp if plan.sp else 1.0
+    lin = gi * T * (2 * spec.hidden * r + spec.heads / tp * spec.dhead)
+    if moe_layer:
+        assert spec.moe is not None
+        moe = spec.moe
+        return lin + gi * T * moe.top_k * moe.expert_ffn_hidden / tp + gi * T * moe.shared_experts * moe.expert_ffn_hidden / tp
+    return lin + gi * T * spec.ffn_hidden / tp

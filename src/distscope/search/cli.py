@@ -27,6 +27,18 @@ def _degrees(value: str | None, flag: str) -> tuple[int, ...] | None:
     return vals
 
 
+def _schedules(value: str) -> tuple:
+    from distscope.errors import DistscopeError
+    from distscope.plan import Schedule, parse_enum
+
+    items = [x.strip().lower() for x in value.split(",") if x.strip()]
+    if items == ["all"]:
+        return tuple(s for s in Schedule if s is not Schedule.GPIPE)  # GPipe: 1F1B's time, more memory
+    if not items:
+        raise DistscopeError(f"--schedules={value!r} must name at least one schedule")
+    return tuple(dict.fromkeys(parse_enum(Schedule, x, "--schedules") for x in items))
+
+
 def plan_cmd(
     model: S.ModelOpt = "llama3-70b",
     cluster: S.ClusterOpt = "dgx-h100",
@@ -44,6 +56,7 @@ def plan_cmd(
     max_tp: Annotated[int | None, typer.Option("--max-tp", help="Largest tp (default: GPUs per node, the NVLink domain).")] = None,
     max_vp: Annotated[int, typer.Option("--max-vp", help="Largest virtual pipeline degree.")] = 8,
     max_micro_batch: Annotated[int, typer.Option("--max-micro-batch", help="Largest micro-batch.")] = 16,
+    schedules: Annotated[str, typer.Option("--schedules", help="Pipeline schedules to search, comma list of 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, 2bw, or all.")] = "1f1b,interleaved-1f1b",
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Also search quantized communication (DP grads, ZeRO weights, TP activations).")] = True,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
     link: S.LinkOpt = None,
@@ -100,6 +113,7 @@ def plan_cmd(
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
         overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
         ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
+        schedules=_schedules(schedules),
     )
     fw: Framework = parse_enum(Framework, framework, "--framework")  # type: ignore[assignment]
     if fw is Framework.TORCHTITAN and spec.name not in TORCHTITAN_MODELS:

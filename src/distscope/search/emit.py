@@ -41,6 +41,14 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
     ]
     if spec.moe is not None:
         a += ["--expert-model-parallel-size", str(plan.ep)]
+        if plan.etp is not None:
+            a += ["--expert-tensor-parallel-size", str(plan.etp)]
+        if plan.capacity_factor is not None or plan.moe_a2a_overlap:
+            a += ["--moe-token-dispatcher-type", "alltoall"]  # what capacity and EP overlap need
+        if plan.capacity_factor is not None:
+            a += ["--moe-expert-capacity-factor", str(plan.capacity_factor)]
+        if plan.moe_a2a_overlap:
+            a.append("--overlap-moe-expert-parallel-comm")
     sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
     if plan.pp > 1 and len(set(sizes)) > 1:
         a += ["--pipeline-model-parallel-layout", pipeline_layout(sizes)]
@@ -89,7 +97,8 @@ def megatron_command(plan: Plan, spec: ModelSpec, shape: TrainingShape, pre_blac
     return (env + " " if env else "") + " ".join(shlex.quote(x) for x in megatron_args(plan, spec, shape))
 
 
-_TITAN_SCHEDULE = {Schedule.GPIPE: "GPipe", Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "Interleaved1F1B"}
+_TITAN_SCHEDULE = {Schedule.GPIPE: "GPipe", Schedule.ONE_F_ONE_B: "1F1B", Schedule.INTERLEAVED: "Interleaved1F1B",
+                   Schedule.ZB_V: "ZBVZeroBubble"}
 
 
 def titan_model_parts(spec: ModelSpec, sizes: tuple[int, ...]) -> list[list[str]]:
@@ -138,6 +147,8 @@ def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_pe
         ("training.num_tokens_per_train_step", shape.global_batch * shape.seq_len),
         ("parallelism.data_parallel_replicate_degree", 1 if shard else plan.dp),
         ("parallelism.data_parallel_shard_degree", plan.dp if shard else 1),
+        *((("parallelism.fsdp_reshard_after_forward", "always" if plan.reshard_after_forward else "never"),)
+          if shard else ()),
         ("parallelism.tensor_parallel_degree", plan.tp),
         ("parallelism.enable_sequence_parallel", plan.sp),
         ("parallelism.context_parallel_degree", plan.cp),
@@ -173,6 +184,14 @@ def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: 
          "--recompute", plan.recompute.value, "--recompute-layers", str(plan.recompute_layers),
          "--schedule", plan.schedule.value, "--precision", plan.precision.value, "--attention", plan.attention.value,
          "--overlap", ",".join(sorted(d.value for d in plan.overlap)) or "none"]
+    if not plan.reshard_after_forward:
+        a.append("--no-reshard-after-forward")
+    if plan.etp is not None:
+        a += ["--etp", str(plan.etp)]
+    if plan.capacity_factor is not None:
+        a += ["--capacity-factor", str(plan.capacity_factor)]
+    if plan.moe_a2a_overlap:
+        a.append("--moe-a2a-overlap")
     if plan.stage_layers:
         a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
     if plan.compressed:

@@ -9,10 +9,13 @@ Megatron-LM (megatron/training/arguments.py validate_args, pinned in data/megatr
 - ZeRO-2/3 exist only as Megatron-FSDP, which asserts CUDA_DEVICE_MAX_CONNECTIONS != 1, while tensor
   or context parallelism on pre-Blackwell GPUs (compute capability < 10) needs it = 1; Megatron warns
   against combining them, so on those GPUs ZeRO-2/3 is offered only with tp = cp = 1.
+- pipeline schedules: 1F1B and interleaved 1F1B only (no zero-bubble, DualPipe or 2BW schedule in
+  the pinned parser); FSDP keeping parameters across micro-batches is not emitted.
 torchtitan (pytorch/torchtitan, pinned in data/torchtitan_config.json):
 - FSDP2 shards parameters, gradients and optimizer state together: ZeRO-3 (`data_parallel_shard_degree`)
   or plain replication (`data_parallel_replicate_degree`); no ZeRO-1/2 and no Megatron distributed optimizer;
 - activation checkpointing is full (every block), per-op selective, or none: no block recompute of k layers;
+- pipeline schedules of torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B, ZBVZeroBubble;
 - model definitions exist for Llama 3/3.1 and DeepSeek-V3 among the catalog's models.
 """
 
@@ -22,7 +25,7 @@ import dataclasses
 import enum
 
 from distscope.dtypes import Precision
-from distscope.plan import Plan, Recompute
+from distscope.plan import Plan, Recompute, Schedule
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
@@ -46,6 +49,8 @@ TORCHTITAN_MODELS: dict[str, tuple[str, str, str | None]] = {
     "llama3.1-405b": ("torchtitan.models.llama3", "llama3_70b", "405B"),
     "deepseek-v3": ("torchtitan.models.deepseek_v3", "deepseek_v3_671b", None),
 }
+MEGATRON_SCHEDULES = frozenset({Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED})
+TORCHTITAN_SCHEDULES = frozenset({Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.ZB_V})
 _PRE_BLACKWELL = ("v100", "a100", "h100", "h200", "h800", "mi250x", "mi300x")
 
 
@@ -60,6 +65,15 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
         if plan.zero_stage >= 2 and (plan.tp > 1 or plan.cp > 1) and pre_blackwell(device):
             out.append(f"ZeRO-{plan.zero_stage} is Megatron-FSDP, which Megatron warns against with tp={plan.tp} "
                        f"cp={plan.cp} on {device.name} (FSDP needs CUDA_DEVICE_MAX_CONNECTIONS > 1, TP/CP needs 1)")
+        if plan.pp > 1 and plan.schedule not in MEGATRON_SCHEDULES:
+            out.append(f"Megatron-LM has no {plan.schedule.value} pipeline schedule")
+        if not plan.reshard_after_forward:
+            out.append("distscope does not emit Megatron-FSDP with parameters kept across micro-batches")
+        if plan.moe_a2a_overlap and (plan.recompute is Recompute.FULL or (plan.pp > 1 and plan.vp == 1)
+                                     or plan.ep == 1):
+            # megatron/core/transformer/transformer_config.py, overlap_moe_expert_parallel_comm checks
+            out.append("Megatron's --overlap-moe-expert-parallel-comm needs ep > 1, no full recompute and, "
+                       "with pp > 1, an interleaved schedule")
     elif fw is Framework.TORCHTITAN:
         if spec.name not in TORCHTITAN_MODELS:
             out.append(f"torchtitan has no model definition for {spec.name}")
@@ -71,16 +85,34 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
         if plan.recompute is Recompute.FULL and plan.recompute_layers:
             out.append(f"torchtitan cannot recompute only {plan.recompute_layers} layers per chunk (full AC "
                        "recomputes every block)")
+        if plan.pp > 1 and plan.schedule not in TORCHTITAN_SCHEDULES:
+            out.append(f"torchtitan (torch.distributed.pipelining) has no {plan.schedule.value} schedule")
+        if plan.etp not in (None, plan.tp) or plan.capacity_factor is not None or plan.moe_a2a_overlap:
+            out.append("distscope does not emit torchtitan's expert tensor parallelism, capacity factor or "
+                       "all-to-all overlap")
     return out
 
 
 def restrict(fw: Framework, space: SearchSpace, device: Device) -> SearchSpace:
     """The planner's space narrowed to what `fw` runs (model support is checked by the caller)."""
     if fw is Framework.TORCHTITAN:
-        return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False)
-    if fw is Framework.MEGATRON and pre_blackwell(device):
-        return dataclasses.replace(space, sharded_dp_needs_plain_layout=True)
+        return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False,
+                                   schedules=_only(space.schedules, TORCHTITAN_SCHEDULES, "torchtitan"))
+    if fw is Framework.MEGATRON:
+        space = dataclasses.replace(space, schedules=_only(space.schedules, MEGATRON_SCHEDULES, "megatron"))
+        if pre_blackwell(device):
+            return dataclasses.replace(space, sharded_dp_needs_plain_layout=True)
     return space
+
+
+def _only(schedules: tuple[Schedule, ...], runs: frozenset[Schedule], name: str) -> tuple[Schedule, ...]:
+    from distscope.errors import DistscopeError
+
+    kept = tuple(x for x in schedules if x in runs)
+    if not kept:
+        raise DistscopeError(f"--framework={name} runs none of --schedules={','.join(x.value for x in schedules)}; "
+                             f"it runs {', '.join(sorted(x.value for x in runs))} (or use --framework any)")
+    return kept
 
 
 def allowed(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> bool:

@@ -31,7 +31,7 @@ from distscope.model.estimate import estimate
 from distscope.model.layer import head_cost, layer_cost
 from distscope.model.result import Estimate
 from distscope.model.stages import chunk_sizes
-from distscope.plan import AttentionImpl, Plan, Recompute
+from distscope.plan import AttentionImpl, Placement, Plan, Recompute, Schedule
 from distscope.search.partition import layer_costs, min_max_partition, part_costs
 from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches, shardings_for
 from distscope.system.topology import Cluster
@@ -152,7 +152,10 @@ class _Search:
             t += n_moe * (moe.fwd_s + moe.bwd_s)
         head = head_cost(spec, mb, self.shape.seq_len, lay.tp, lay.cp, self.space.precision, self.cluster.device)
         m = self.shape.global_batch // (lay.dp * mb)
-        return (m + (lay.pp - 1) / lay.vp) * (t + head.fwd_s + head.bwd_s) / lay.pp
+        if lay.schedule in (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED):
+            return (m + (lay.pp - 1) / lay.vp) * (t + head.fwd_s + head.bwd_s) / lay.pp
+        # zero-bubble, DualPipe, 2BW: at least the steady state, m passes of the average rank
+        return m * (t + head.fwd_s + head.bwd_s) / lay.pp
 
     def est(self, plan: Plan) -> Estimate:
         self.evaluated += 1
@@ -236,7 +239,7 @@ def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Cand
     re-estimated candidate (faster or not) and the gain record. None if no split applies."""
     plan, est = c.plan, c.estimate
     lt = est.layer_times
-    if plan.pp == 1 or lt is None:
+    if plan.pp == 1 or lt is None or plan.traits.placement is not Placement.LOOP:
         return None
     pp, vp = plan.pp, plan.vp
     dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers

@@ -84,10 +84,10 @@ def row_space(row: Row, published: Plan, *, framework: str = "", neighbourhood: 
         extra["selective_recompute"] = True
     if neighbourhood:
         extra.update(tp=_around(row.tp), pp=_around(row.pp), cp=(row.cp,), ep=(row.ep,))
-    base: dict[str, object] = dict(max_micro_batch=max(16, published.micro_batch), max_vp=max(8, row.vp),
+    base: dict[str, object] = dict(max_micro_batch=max(16, published.micro_batch), max_vp=max(8, row.vp or 1),
                                    max_cp=max(16, row.cp), max_tp=max(row.gpus_per_node, row.tp))
     if "max_vp" in extra:
-        extra["max_vp"] = max(int(extra["max_vp"]), row.vp)  # type: ignore[call-overload]
+        extra["max_vp"] = max(int(extra["max_vp"]), row.vp or 1)  # type: ignore[call-overload]
     return SearchSpace(precision=row.precision, attention=row.attention, overlap=row.overlap_capable,
                        **{**base, **extra})  # type: ignore[arg-type]
 

@@ -82,7 +82,7 @@ def plan_label(p: Plan) -> str:
 
 def top_table(candidates: tuple[Candidate, ...], title: str) -> Table:
     """The ranked plans; `layout` is tp.pp.vp.cp.dp (.ep), `free` the memory margin per GPU in GiB."""
-    t = Table(title=title, caption="layout = tp.pp.vp.cp.dp[.ep] · GiB = modelled memory per GPU · free = capacity left",
+    t = Table(title=title, caption="layout = tp.pp.vp.cp.dp[.ep] (/schedule) · GiB = modelled memory per GPU · free = capacity left",
               box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
     # Narrow enough for an 80-column terminal: degrees in one column, seconds to 2-3 digits.
     cols = ("#", "layout", "mb", "sp", "shard", "recomp", "step s", "MFU", "bubble", "comm", "GiB", "free")
@@ -99,8 +99,11 @@ def top_table(candidates: tuple[Candidate, ...], title: str) -> Table:
 
 
 def layout_label(p: Plan) -> str:
-    """'4.2.8.1.8' style degrees: tp.pp.vp.cp.dp (+ '.ep' for MoE plans), as the table header says."""
-    return ".".join(str(x) for x in (p.tp, p.pp, p.vp, p.cp, p.dp, *((p.ep,) if p.ep > 1 else ())))
+    """'4.2.8.1.8' style degrees: tp.pp.vp.cp.dp (+ '.ep' for MoE plans, + '/zb-h1' etc. for a schedule
+    other than (interleaved) 1F1B), as the table header says."""
+    label = ".".join(str(x) for x in (p.tp, p.pp, p.vp, p.cp, p.dp, *((p.ep,) if p.ep > 1 else ())))
+    sched = p.schedule.value
+    return label if sched in ("1f1b", "interleaved-1f1b") else f"{label}/{sched}"
 
 
 def breakdown_table(c: Candidate) -> Table:

@@ -14,7 +14,9 @@ load-balanced CP needs seq divisible by 2·cp; ep must divide the experts and dp
 Pruned by dominance (never faster in the estimator, so not enumerated unless asked):
 - overlap: every overlap the software supports is on (hiding communication never adds time);
 - schedule: GPipe has 1F1B's time and holds m micro-batches instead of pp, so 1F1B (vp = 1) and
-  interleaved 1F1B (vp > 1) only;
+  interleaved 1F1B (vp > 1) by default; `schedules` adds ZB-H1, DualPipe and PipeDream-2BW (vp = 1)
+  and ZB-V (vp = 2), each only where its micro-batch rule holds (ZB-H1 m >= pp, ZB-V m >= 2pp-1,
+  DualPipe even pp and even m >= 2pp) and under the same branch and bound (planner.py);
 - ZeRO-2 has the distributed optimizer's time and less memory: tried only where the latter needs
   recompute to fit;
 - recompute: none is fastest; when it does not fit, the fewest block-recomputed layers that fit
@@ -29,12 +31,15 @@ from collections.abc import Iterator
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
-from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
+from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Plan, Recompute, Schedule
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
 ALL_OVERLAP = frozenset({Dim.DP, Dim.TP, Dim.PP})
+
+
+DEFAULT_SCHEDULES = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED)
 
 
 class Sharding:
@@ -68,6 +73,7 @@ class SearchSpace:
     selective_recompute: bool = True  # Korthikanti et al. 2022; older software only had full recompute
     # ZeRO-2/3 only where tp = cp = 1 (Megatron-FSDP before Blackwell: search/frameworks.py)
     sharded_dp_needs_plain_layout: bool = False
+    schedules: tuple[Schedule, ...] = DEFAULT_SCHEDULES
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
@@ -77,6 +83,8 @@ class SearchSpace:
             v = getattr(self, f)
             if v is not None and (not v or min(v) < 1):
                 raise DistscopeError(f"{f}={v} must be a non-empty list of degrees >= 1")
+        if not self.schedules:
+            raise DistscopeError("schedules must not be empty")
 
 
 def _divisors(n: int) -> list[int]:
@@ -94,6 +102,7 @@ class Layout:
     ep: int
     dp: int
     stage_layers: tuple[int, ...]  # () = uniform
+    schedule: Schedule = Schedule.ONE_F_ONE_B
 
 
 def tp_values(space: SearchSpace, spec: ModelSpec, cluster: Cluster) -> list[int]:
@@ -135,11 +144,31 @@ def layouts(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: 
                 if shape.global_batch % dp:
                     continue
                 for vp in vp_values(space, spec, pp):
-                    if vp > 1 and (shape.global_batch // dp) % pp:
-                        continue  # interleaving needs m divisible by pp; m = gb/(dp·mb) checked per mb
                     split = balanced_chunks(spec.layers, pp, vp)
-                    for ep in ep_values(space, spec, dp * cp):
-                        yield Layout(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, stage_layers=split)
+                    for sched in schedules_for(space, pp, vp, shape.global_batch // dp):
+                        for ep in ep_values(space, spec, dp * cp):
+                            yield Layout(tp=tp, pp=pp, vp=vp, cp=cp, ep=ep, dp=dp, stage_layers=split, schedule=sched)
+
+
+def schedules_for(space: SearchSpace, pp: int, vp: int, per_dp: int) -> list[Schedule]:
+    """The searched schedules a (pp, vp) layout can run with per_dp sequences per data-parallel rank
+    (at micro-batch 1: the most micro-batches; micro_batches() checks each size)."""
+    out = []
+    for sched in space.schedules:
+        need = SCHEDULE_TRAITS[sched].fixed_vp
+        if pp == 1:
+            ok = sched is Schedule.ONE_F_ONE_B and vp == 1
+        elif need is None:
+            ok = vp > 1 and per_dp % pp == 0  # interleaving needs m divisible by pp
+        else:
+            ok = vp == need and (sched is not Schedule.DUALPIPE or pp % 2 == 0)
+        if ok and (pp == 1 or per_dp >= _least_microbatches(sched, pp)):
+            out.append(sched)
+    return out
+
+
+def _least_microbatches(sched: Schedule, pp: int) -> int:
+    return {Schedule.ZB_H1: pp, Schedule.ZB_V: 2 * pp - 1, Schedule.DUALPIPE: 2 * pp}.get(sched, 1)
 
 
 def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> str:
@@ -175,7 +204,9 @@ def micro_batches(space: SearchSpace, shape: TrainingShape, lay: Layout) -> list
         if per_dp % b:
             continue
         m = per_dp // b
-        if lay.vp > 1 and m % lay.pp:
+        if lay.schedule is Schedule.INTERLEAVED and m % lay.pp:
+            continue
+        if lay.pp > 1 and (m < _least_microbatches(lay.schedule, lay.pp) or (lay.schedule is Schedule.DUALPIPE and m % 2)):
             continue
         out.append(b)
     return out
@@ -186,7 +217,7 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
     return Plan(
         dp=lay.dp, tp=lay.tp, pp=lay.pp, vp=lay.vp, cp=lay.cp, ep=lay.ep, sequence_parallel=sp,
         zero_stage=zero, distributed_optimizer=dist_opt, micro_batch=micro_batch,
-        schedule=Schedule.INTERLEAVED if lay.vp > 1 else Schedule.ONE_F_ONE_B,
+        schedule=lay.schedule,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
     )
 
@@ -218,6 +249,7 @@ def why_not_in_space(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, 
         (n % plan.tp == 0 and plan.cp in cp_values(space, shape, n // plan.tp), f"cp={plan.cp}"),
         (plan.pp in pp_values(space, spec, n // (plan.tp * plan.cp)), f"pp={plan.pp}"),
         (plan.vp in vp_values(space, spec, plan.pp), f"vp={plan.vp}"),
+        (plan.schedule in space.schedules or plan.schedule is Schedule.GPIPE, f"schedule={plan.schedule.value}"),
         (plan.ep in ep_values(space, spec, plan.dp * plan.cp), f"ep={plan.ep}"),
         (plan.micro_batch <= space.max_micro_batch, f"micro_batch={plan.micro_batch}"),
         (plan.sp in space.sequence_parallel or plan.tp == 1, f"sequence_parallel={plan.sp}"),

@@ -4,7 +4,7 @@ A process group {base + i*stride} is laid onto the cluster's levels with `comm.g
 with `comm.collective_s` (NCCL's algorithm choice per size), exactly as `distscope estimate` prices it.
 Chakra's comm_size is the per-rank shard for ALL_GATHER and the buffer otherwise; the foundation's
 message size D follows nccl-tests (all_gather counts the output), so D = n * comm_size for ALL_GATHER.
-Groups whose process-group name starts with "dpz" (ZeRO-3 traffic, see trace.builder.Group.DPZ) are
+Groups whose process-group name starts with "dpz" or "edpz" (ZeRO-3 traffic, trace.builder.Group.DPZ/EDPZ) are
 priced without NIC rail aggregation, as the estimator does.
 """
 
@@ -48,7 +48,7 @@ class ClusterNetwork:
         return self.cluster.num_gpus
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float:
-        rails = not pg_name.startswith("dpz")
+        rails = not pg_name.startswith(("dpz", "edpz"))
         n = len(members)
         stride = self._strides.get(members)
         if stride is None:

@@ -5,12 +5,20 @@ after what, on which process group. Rank layout (Megatron-LM order, TP fastest):
     rank = t + TP * (c + CP * (d + DP * s))      t: TP, c: CP, d: DP, s: pipeline stage
 EP groups are runs of `ep` consecutive DP indices (experts sharded inside the data-parallel group).
 
-Per rank, in schedule order (schedule.py), each micro-step is
+MoE layers use Megatron's expert grid: a stage's tp·cp·dp ranks re-folded as etp x ep x edp (etp
+fastest), so EP, ETP and the expert-data-parallel group EDP (which reduces expert gradients) are
+carved out of the stage-local rank t + tp·(c + cp·d).
+
+Per rank, in schedule order (schedule.py), each pass is
     [recv activation/gradient]  ->  per layer: compute, then its blocking TP/CP/EP collectives
     ->  [send activation/gradient]           (sends are off the critical chain)
-Data-parallel gradient collectives follow each layer's last backward (overlapped, on the DP stream)
-or the end of the last backward (not overlapped); the optimizer step follows them, then the ZeRO /
-distributed-optimizer parameter all-gather.
+A split backward (zero-bubble schedules) runs each layer's input-gradient work in its B pass and the
+weight-gradient GEMMs (LayerCost.wgrad_s) in a later W pass. Where each model chunk lives follows
+the schedule's plan.Placement (interleaved loop, ZB-V's V, DualPipe's mirrored pair). Data-parallel
+gradient collectives follow each layer's last gradient pass (overlapped, on the DP stream) or the
+end of the last one (not overlapped); the optimizer step follows them, then the ZeRO /
+distributed-optimizer parameter all-gather. Without a flush (PipeDream-2BW) the previous step's
+gradient reduction, optimizer step and gathers run beside this step's passes.
 """
 
 from __future__ import annotations
@@ -20,16 +28,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from distscope.errors import DistscopeError
+from distscope.plan import SCHEDULE_TRAITS, Placement
 from distscope.trace.gcpause import gc_paused
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
-from distscope.trace.schedule import Schedule, stage_order
+from distscope.trace.schedule import Pass, Schedule, Step, stage_order
 from distscope.trace.traceset import TraceSet
 
 
 class Group(enum.Enum):
     """Process-group roles. DP is the gradient group dp x cp (ranks holding the same weights);
     DPZ is the same ranks priced without NIC rail aggregation (ZeRO-3 traffic); EMB joins the first
-    and last pipeline stage (tied word-embedding gradients)."""
+    and last pipeline stage (tied word-embedding gradients). EP, ETP and EDP are the expert grid's
+    groups (EDPZ: EDP for ZeRO-3 traffic); MIRROR joins ranks s and pp-1-s, which hold the same two
+    stages under DualPipe."""
 
     TP = "tp"
     CP = "cp"
@@ -37,6 +48,10 @@ class Group(enum.Enum):
     DP = "dp"
     DPZ = "dpz"
     EMB = "emb"
+    ETP = "etp"
+    EDP = "edp"
+    EDPZ = "edpz"
+    MIRROR = "mirror"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,10 +83,13 @@ class LayerCost:
     fwd_comm: tuple[CommOp, ...] = ()
     bwd_comm: tuple[CommOp, ...] = ()
     grad_comm: tuple[CommOp, ...] = ()  # DP gradient sync of this layer's parameters
+    wgrad_s: float = 0.0  # weight-gradient share of bwd_s (its own W pass under a split backward)
 
     def __post_init__(self) -> None:
         if self.fwd_s < 0 or self.bwd_s < 0:
             raise DistscopeError(f"layer {self.name!r}: fwd_s={self.fwd_s}, bwd_s={self.bwd_s} must be >= 0")
+        if not 0 <= self.wgrad_s <= self.bwd_s:
+            raise DistscopeError(f"layer {self.name!r}: wgrad_s={self.wgrad_s} must be in [0, bwd_s={self.bwd_s}]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,7 +127,9 @@ class StepSpec:
     vp: int = 1
     micro_batches: int = 1
     schedule: Schedule = Schedule.ONE_F_ONE_B
-    # stages[j * pp + s]: the layers of model chunk j on pipeline stage s (pp * vp entries).
+    etp: int = 0  # expert tensor-parallel degree (0 = tp)
+    # stages[v]: the layers of model chunk v, counted from the embedding side (pp * vp entries);
+    # which rank holds it follows the schedule's placement (interleaved: v mod pp).
     stages: tuple[tuple[LayerCost, ...], ...] = field(default_factory=tuple)
     pp_bytes: int = 0  # activation (and gradient) bytes crossing a stage boundary per micro-batch
     pp_overlap: bool = True  # sends off the critical chain (else the sender waits for its send)
@@ -117,18 +137,24 @@ class StepSpec:
     optimizer_s: float = 0.0
     param_gather: tuple[CommOp, ...] = ()  # after the optimizer (ZeRO-1/2, distributed optimizer)
     extras: tuple[StageExtras, ...] = ()  # per pipeline stage; replaces optimizer_s/param_gather
+    steps: int = 1  # consecutive steps in the trace (only without a flush: PipeDream-2BW)
 
     def __post_init__(self) -> None:
-        for name in ("tp", "cp", "dp", "ep", "pp", "vp", "micro_batches"):
+        if self.steps > 1 and SCHEDULE_TRAITS[self.schedule].flush:
+            raise DistscopeError(f"StepSpec: steps={self.steps} needs a schedule without a flush (2bw) ({self.degrees})")
+        for name in ("tp", "cp", "dp", "ep", "pp", "vp", "micro_batches", "steps"):
             if getattr(self, name) < 1:
                 raise DistscopeError(f"StepSpec: {name}={getattr(self, name)} must be >= 1 ({self.degrees})")
-        if self.dp % self.ep:
-            raise DistscopeError(f"StepSpec: ep={self.ep} must divide dp={self.dp} ({self.degrees})")
+        if (self.tp * self.cp * self.dp) % (self.expert_tp * self.ep):
+            raise DistscopeError(f"StepSpec: etp*ep={self.expert_tp * self.ep} must divide tp*cp*dp ({self.degrees})")
         if len(self.stages) != self.pp * self.vp:
             raise DistscopeError(
                 f"StepSpec: {len(self.stages)} stage layer lists, need pp*vp={self.pp * self.vp} ({self.degrees})"
             )
-        if self.vp > 1 and self.schedule is not Schedule.INTERLEAVED:
+        need = SCHEDULE_TRAITS[self.schedule].fixed_vp
+        if (need is None and self.vp == 1 and self.pp > 1) or (need is not None and self.vp != need and self.pp > 1):
+            raise DistscopeError(f"StepSpec: vp={self.vp} does not fit schedule={self.schedule.value} ({self.degrees})")
+        if self.vp > 1 and need == 1:
             raise DistscopeError(f"StepSpec: vp={self.vp} needs schedule=interleaved-1f1b ({self.degrees})")
         if self.extras and len(self.extras) != self.pp:
             raise DistscopeError(f"StepSpec: {len(self.extras)} stage extras, need pp={self.pp} ({self.degrees})")
@@ -140,6 +166,35 @@ class StepSpec:
     @property
     def world(self) -> int:
         return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
+
+    @property
+    def placement(self) -> Placement:
+        return SCHEDULE_TRAITS[self.schedule].placement if self.pp > 1 else Placement.LOOP
+
+    def position(self, stage: int, chunk: int) -> int:
+        """Model chunk (index into `stages`) that `stage` runs as its local chunk `chunk`."""
+        if self.placement is Placement.V:
+            return stage if chunk == 0 else 2 * self.pp - 1 - stage
+        if self.placement is Placement.MIRROR:
+            return stage if chunk == 0 else self.pp - 1 - stage
+        return chunk * self.pp + stage
+
+    def holder(self, position: int, chunk: int) -> tuple[int, int]:
+        """(stage, local chunk) running model chunk `position` for a micro-batch that uses local
+        chunk `chunk` (MIRROR: the chunk names the direction)."""
+        if self.placement is Placement.V:
+            return (position, 0) if position < self.pp else (2 * self.pp - 1 - position, 1)
+        if self.placement is Placement.MIRROR:
+            return (position, 0) if chunk == 0 else (self.pp - 1 - position, 1)
+        return position % self.pp, position // self.pp
 
     def rank(self, t: int, c: int, d: int, s: int) -> int:
         return t + self.tp * (c + self.cp * (d + self.dp * s))
@@ -163,8 +218,19 @@ class StepSpec:
             return f"{kind.value}:s{s}:t{t}", members
         if kind is Group.EMB:
             return f"emb:t{t}:c{c}:d{d}", tuple(sorted({self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1)}))
-        base = d - d % self.ep
-        return f"ep:s{s}:c{c}:t{t}:d{base}", tuple(self.rank(t, c, x, s) for x in range(base, base + self.ep))
+        if kind is Group.MIRROR:
+            pair = tuple(sorted({self.rank(t, c, d, s), self.rank(t, c, d, self.pp - 1 - s)}))
+            return f"mirror:s{min(s, self.pp - 1 - s)}:t{t}:c{c}:d{d}", pair
+        # the expert grid: stage-local index L = et + etp·(x + ep·z) (Megatron's expert rank order)
+        et_n, ep_n = self.expert_tp, self.ep
+        local = t + self.tp * (c + self.cp * d)
+        et, x, z = local % et_n, (local // et_n) % ep_n, local // (et_n * ep_n)
+        base = s * self.tp * self.cp * self.dp
+        if kind is Group.EP:
+            return f"ep:s{s}:e{et}:z{z}", tuple(base + et + et_n * (y + ep_n * z) for y in range(ep_n))
+        if kind is Group.ETP:
+            return f"etp:s{s}:x{x}:z{z}", tuple(base + y + et_n * (x + ep_n * z) for y in range(et_n))
+        return f"{kind.value}:s{s}:e{et}:x{x}", tuple(base + et + et_n * (x + ep_n * y) for y in range(self.expert_dp))
 
 
 def _size(spec: StepSpec, group: Group) -> int:
@@ -175,6 +241,10 @@ def _size(spec: StepSpec, group: Group) -> int:
         Group.DPZ: spec.dp * spec.cp,
         Group.EP: spec.ep,
         Group.EMB: min(spec.pp, 2),
+        Group.ETP: spec.expert_tp,
+        Group.EDP: spec.expert_dp,
+        Group.EDPZ: spec.expert_dp,
+        Group.MIRROR: min(spec.pp, 2),
     }
     return sizes[group]
 
@@ -247,10 +317,15 @@ class _Graph:
         if last != fork:
             self.joins.extend(last)
 
-    def layer(self, layer: LayerCost, forward: bool, micro: int) -> None:
+    def layer(self, layer: LayerCost, kind: Pass, micro: int, split: bool = False) -> None:
+        """One layer's pass: F, B (without its weight gradient when `split`) or W."""
+        forward = kind is Pass.F
+        if kind is Pass.W:
+            self.compute(f"{layer.name}_wgrad_mb{micro}", layer.wgrad_s)
+            return
         what = "fwd" if forward else "bwd"
         ops = layer.fwd_comm if forward else layer.bwd_comm
-        dur = layer.fwd_s if forward else layer.bwd_s
+        dur = layer.fwd_s if forward else layer.bwd_s - (layer.wgrad_s if split else 0.0)
         serial = dur - sum(op.hide_s for op in ops)
         if serial < -1e-12:
             raise DistscopeError(f"layer {layer.name!r}: {what} overlaps more compute than its {dur} s")
@@ -270,38 +345,112 @@ class _Graph:
             self.comm_point(point, f"{layer.name}_{what}_p{k}_mb{micro}")
 
 
-def _tag(forward: bool, edge: int, micro: int, spec: StepSpec) -> int:
-    """Unique per (direction, boundary between virtual stages edge and edge+1, micro-batch)."""
-    return ((0 if forward else 1) * spec.pp * spec.vp + edge) * spec.micro_batches + micro
+def _tag(forward: bool, edge: int, micro: int, spec: StepSpec, ids: int) -> int:
+    """Unique per (direction, boundary between model chunks edge and edge+1, micro-batch id)."""
+    return ((0 if forward else 1) * spec.pp * spec.vp + edge) * ids + micro
 
 
-def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[int, ...]]]:
+def _orders(spec: StepSpec) -> tuple[list[list[Step]], frozenset[tuple[bool, int, int]], int]:
+    """Every stage's order, the (forward, micro, model chunk) passes that run somewhere, and the
+    number of micro-batch ids (a PipeDream-2BW window also holds the previous step's)."""
+    orders = [stage_order(spec.schedule, stage=s, stages=spec.pp, micro_batches=spec.micro_batches * spec.steps,
+                          chunks=spec.vp) for s in range(spec.pp)]
+    ran = frozenset((st.forward, st.micro, spec.position(s, st.chunk))
+                    for s, order in enumerate(orders) for st in order if st.kind is not Pass.W)
+    ids = 1 + max(st.micro for order in orders for st in order)
+    return orders, ran, ids
+
+
+def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozenset[tuple[bool, int, int]], int] | None = None
+               ) -> tuple[RankGraph, dict[str, tuple[int, ...]]]:
     """One rank's graph for the step, and the process groups it uses."""
     t, c, d, s = spec.coords(rank)
     g = _Graph(spec, rank)
     ex = spec.extras[s] if spec.extras else StageExtras(optimizer_s=spec.optimizer_s, param_gather=spec.param_gather)
     nvirt = spec.pp * spec.vp
-    order = stage_order(spec.schedule, stage=s, stages=spec.pp, micro_batches=spec.micro_batches, chunks=spec.vp)
-    last_bwd: dict[tuple[int, int], int] = {}  # (chunk, layer) -> node of its last backward
+    all_orders, ran, ids = orders or _orders(spec)
+    order = all_orders[s]
+    flush = SCHEDULE_TRAITS[spec.schedule].flush
+    chunks_here = 2 if spec.placement is Placement.MIRROR and spec.pp > 1 else spec.vp
+    last_grad: dict[tuple[int, int], int] = {}  # (chunk, layer) -> node of its last gradient pass
     mb_pending: dict[int, list[int]] = {}  # micro-batch -> overlapped ZeRO-3 gathers to join
     early_start: int | None = None
-    bwd_steps = [n for n, st in enumerate(order) if not st.forward]
+    grad_steps = [n for n, st in enumerate(order) if st.kind is Pass.W or (st.kind is Pass.B and not st.split)]
     fwd_steps = [n for n, st in enumerate(order) if st.forward]
-    first_of_last_bwds = bwd_steps[-min(spec.vp, len(bwd_steps))]
-    last_of_first_fwds = fwd_steps[min(spec.vp, len(fwd_steps)) - 1]
+    first_of_last_grads = grad_steps[-min(chunks_here, len(grad_steps))]
+    last_of_first_fwds = fwd_steps[min(chunks_here, len(fwd_steps)) - 1]
+    first_fwd: dict[int, int] = {}
+    last_grad_of: dict[int, int] = {}
+    for n, st in enumerate(order):
+        if st.forward:
+            first_fwd.setdefault(st.micro, n)
+        elif n in grad_steps:
+            last_grad_of[st.micro] = n
     gather_pending: list[int] = []
-    for n, step in enumerate(order):
-        v = step.chunk * spec.pp + s
-        layers = spec.stages[v]
+    step_done: dict[int, int] = {}  # without a flush: step k -> the node its weight update ends with
+
+    def recv(step: Step) -> None:
+        v = spec.position(s, step.chunk)
         src_v = v - 1 if step.forward else v + 1
+        if 0 <= src_v < nvirt and spec.pp > 1 and spec.pp_bytes and (step.forward, step.micro, src_v) in ran:
+            src_s, _ = spec.holder(src_v, step.chunk)
+            if src_s == s:  # ZB-V's turn: the next chunk is on this rank, and the order already follows it
+                return
+            what = "fwd" if step.forward else "bwd"
+            g.on_chain(
+                name=f"recv_{what}_mb{step.micro}_c{step.chunk}",
+                kind=NodeKind.COMM_RECV,
+                comm_src=spec.rank(t, c, d, src_s),
+                comm_tag=_tag(step.forward, min(v, src_v), step.micro, spec, ids),
+                tensor_size_bytes=spec.pp_bytes,
+            )
+
+    def send(step: Step) -> None:
+        v = spec.position(s, step.chunk)
         dst_v = v + 1 if step.forward else v - 1
-        what = "fwd" if step.forward else "bwd"
-        if n == 0 and ex.param_gather and ex.param_gather_overlap:
+        if 0 <= dst_v < nvirt and spec.pp > 1 and spec.pp_bytes and g.chain is not None and (
+                step.forward, step.micro, dst_v) in ran:
+            dst_s, _ = spec.holder(dst_v, step.chunk)
+            if dst_s == s:
+                return
+            what = "fwd" if step.forward else "bwd"
+            kw = dict(
+                name=f"send_{what}_mb{step.micro}_c{step.chunk}",
+                kind=NodeKind.COMM_SEND,
+                comm_dst=spec.rank(t, c, d, dst_s),
+                comm_tag=_tag(step.forward, min(v, dst_v), step.micro, spec, ids),
+                tensor_size_bytes=spec.pp_bytes,
+            )
+            if spec.pp_overlap:
+                g.add((g.chain,), **kw)
+            else:
+                g.on_chain(**kw)
+
+    def compute(n: int, step: Step) -> None:
+        nonlocal early_start
+        layers = spec.stages[spec.position(s, step.chunk)]
+        if n == first_of_last_grads:  # the final gradient passes (one micro-batch) start here
+            early_start = g.chain if g.chain is not None else -1
+        idx = range(len(layers)) if step.forward else reversed(range(len(layers)))
+        for li in idx:
+            g.layer(layers[li], step.kind, step.micro, step.split)
+            if step.kind is Pass.W or (step.kind is Pass.B and not step.split):
+                assert g.chain is not None
+                last_grad[step.chunk, li] = g.chain
+
+    skip = False
+    for n, step in enumerate(order):
+        if skip:
+            skip = False
+            continue
+        if n == 0 and ex.param_gather and ex.param_gather_overlap and flush:
             for k, op in enumerate(ex.param_gather):
                 nid = g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}", deps=())
                 if nid is not None:
                     gather_pending.append(nid)
-        if step.forward and step.chunk == 0 and ex.mb_gather:
+        if not flush and step.forward and step.micro % spec.micro_batches == 0 and step.micro // spec.micro_batches >= 2:
+            g.joins.append(step_done[step.micro // spec.micro_batches - 2])  # the version two steps back
+        if step.forward and first_fwd.get(step.micro) == n and ex.mb_gather:
             for k, op in enumerate(ex.mb_gather):
                 name = f"zero3_{op.kind.value.lower()}{k}_mb{step.micro}"
                 if ex.mb_gather_overlap:
@@ -310,45 +459,37 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
                         mb_pending.setdefault(step.micro, []).append(nid)
                 else:
                     g.coll(op, name)
-        if 0 <= src_v < nvirt and spec.pp > 1 and spec.pp_bytes:
-            g.on_chain(
-                name=f"recv_{what}_mb{step.micro}_c{step.chunk}",
-                kind=NodeKind.COMM_RECV,
-                comm_src=spec.rank(t, c, d, src_v % spec.pp),
-                comm_tag=_tag(step.forward, min(v, src_v), step.micro, spec),
-                tensor_size_bytes=spec.pp_bytes,
-            )
-        if n == first_of_last_bwds:  # the final vp backward micro-steps (one micro-batch) start here
-            early_start = g.chain if g.chain is not None else -1
-        idx = range(len(layers)) if step.forward else reversed(range(len(layers)))
-        for li in idx:
-            g.layer(layers[li], step.forward, step.micro)
-            if not step.forward:
-                assert g.chain is not None
-                last_bwd[step.chunk, li] = g.chain
+        partner = order[n + 1] if step.pair and n + 1 < len(order) else None
+        if step.kind is not Pass.W:
+            recv(step)
+        if partner is not None:  # DualPipe: an overlapped pair waits for both inputs
+            recv(partner)
+        compute(n, step)
         if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
             g.joins.extend(gather_pending)
-        if 0 <= dst_v < nvirt and spec.pp > 1 and spec.pp_bytes and g.chain is not None:
-            kw = dict(
-                name=f"send_{what}_mb{step.micro}_c{step.chunk}",
-                kind=NodeKind.COMM_SEND,
-                comm_dst=spec.rank(t, c, d, dst_v % spec.pp),
-                comm_tag=_tag(step.forward, min(v, dst_v), step.micro, spec),
-                tensor_size_bytes=spec.pp_bytes,
-            )
-            if spec.pp_overlap:
-                g.add((g.chain,), **kw)
-            else:
-                g.on_chain(**kw)
-        if not step.forward and step.chunk == 0:
-            g.joins.extend(mb_pending.pop(step.micro, []))
-            for k, op in enumerate(ex.mb_reduce):
-                g.coll(op, f"zero3_{op.kind.value.lower()}{k}_mb{step.micro}")
+        if partner is not None:
+            compute(n + 1, partner)
+            skip = True
+        pairs: tuple[tuple[Step | None, int], ...] = ((step, n), (partner, n + 1))
+        for maybe, k in pairs:
+            if maybe is None:
+                continue
+            st = maybe
+            if st.kind is not Pass.W:
+                send(st)
+            if last_grad_of.get(st.micro) == k:
+                g.joins.extend(mb_pending.pop(st.micro, []))
+                for j, op in enumerate(ex.mb_reduce):
+                    g.coll(op, f"zero3_{op.kind.value.lower()}{j}_mb{st.micro}")
+            if not flush and not st.forward and st.micro % spec.micro_batches == spec.micro_batches - 1:
+                step_done[st.micro // spec.micro_batches] = _step_update(g, ex, spec, st.micro // spec.micro_batches)
     end = g.here() + tuple(g.joins)
     g.joins = []
+    if not flush:
+        return RankGraph(rank=rank, nodes=tuple(g.nodes)), g.groups
     grads: list[int] = []
-    for (chunk, li), node in sorted(last_bwd.items(), key=lambda kv: kv[1]):
-        layer = spec.stages[chunk * spec.pp + s][li]
+    for (chunk, li), node in sorted(last_grad.items(), key=lambda kv: kv[1]):
+        layer = spec.stages[spec.position(s, chunk)][li]
         for k, op in enumerate(layer.grad_comm):
             nid = g.coll(
                 op,
@@ -368,7 +509,7 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
             grads.append(nid)
     local_grads = tuple(grads)
     for k, op in enumerate(ex.tied):  # Megatron finalize_model_grads: grad sync, then embedding all-reduce
-        nid = g.coll(op, f"tied_embedding_{op.kind.value.lower()}{k}", deps=end + local_grads)
+        nid = g.coll(op, f"tied_{op.group.value}_{op.kind.value.lower()}{k}", deps=end + local_grads)
         if nid is not None:
             grads.append(nid)
     tail_gather = ex.param_gather if not ex.param_gather_overlap else ()
@@ -377,6 +518,29 @@ def rank_graph(spec: StepSpec, rank: int) -> tuple[RankGraph, dict[str, tuple[in
         for k, op in enumerate(tail_gather):
             g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}")
     return RankGraph(rank=rank, nodes=tuple(g.nodes)), g.groups
+
+
+def _step_update(g: _Graph, ex: StageExtras, spec: StepSpec, k: int) -> int:
+    """PipeDream-2BW: step k's gradient reduction, optimizer step and weight gathers once its last
+    backward pass ran on this stage. Created here, the optimizer takes the compute stream as soon as
+    its gradients are reduced; with DP overlap the collectives run beside the next passes, without
+    it the chain waits for them. Returns the node the update ends with."""
+    blocking = not spec.dp_overlap
+    after: tuple[int, ...] = g.here()
+    done: list[int] = []
+    for j, op in enumerate(ex.grad_early + ex.grad_late + ex.tied):
+        nid = g.coll(op, f"step{k}_grad_{op.group.value}_{op.kind.value.lower()}{j}", deps=None if blocking else after)
+        if nid is not None and not blocking:
+            done.append(nid)
+    last = g.add(tuple(done) + (g.here() if blocking else after), name=f"optimizer_step{k}", kind=NodeKind.COMP,
+                 duration_s=ex.optimizer_s)
+    if blocking:
+        g.chain = last
+    for j, op in enumerate(ex.param_gather):
+        nid = g.coll(op, f"step{k}_param_{op.group.value}_{op.kind.value.lower()}{j}", deps=None if blocking else (last,))
+        if nid is not None:
+            last = nid
+    return last
 
 
 def build_traces(spec: StepSpec, *, symmetric: bool = False, on_rank: Callable[[], None] | None = None) -> TraceSet:
@@ -402,12 +566,13 @@ def _build_traces(spec: StepSpec, symmetric: bool, on_rank: Callable[[], None] |
     graphs: dict[int, RankGraph] = {}
     groups: dict[str, tuple[int, ...]] = {}
     templates: dict[int, tuple[int, RankGraph]] = {}  # stage -> (template rank, graph)
+    orders = _orders(spec)
     for r in reps:
         stage = spec.coords(r)[3]
         if stage in templates:
             graphs[r] = _remap(spec, *templates[stage], r, groups)
         else:
-            graphs[r], used = rank_graph(spec, r)
+            graphs[r], used = rank_graph(spec, r, orders)
             groups.update(used)
             templates[stage] = (r, graphs[r])
         if on_rank is not None:

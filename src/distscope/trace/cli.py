@@ -74,6 +74,13 @@ def generate(
     overlap: S.OverlapOpt = "dp,tp,pp",
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
+    first_stage_layers: S.FirstStageOpt = None,
+    last_stage_layers: S.LastStageOpt = None,
+    reshard_after_forward: S.ReshardOpt = True,
+    etp: S.EtpOpt = None,
+    capacity_factor: S.CapacityOpt = None,
+    moe_a2a_overlap: S.A2AOverlapOpt = False,
+    steps: Annotated[int, typer.Option("--steps", help="Consecutive steps in one trace (only --schedule 2bw, which has no flush).")] = 1,
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
@@ -118,11 +125,18 @@ def generate(
         stage_layers=stage_layers,
         link=link,
         profile=profile,
+        flags=S.PlanFlags(etp=etp, capacity_factor=capacity_factor, moe_a2a_overlap=moe_a2a_overlap,
+                          reshard_after_forward=reshard_after_forward, first_stage_layers=first_stage_layers,
+                          last_stage_layers=last_stage_layers),
     )
     from distscope.report.progress import progress
     from distscope.trace.builder import traced_ranks
 
-    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan)
+    if steps < 1:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError(f"--steps={steps} must be >= 1")
+    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps)
     with progress(traced_ranks(step, symmetric), "building traces") as advance:
         traces = build_traces(step, symmetric=symmetric, on_rank=advance)
     from distscope.userfile import check_writable_dir

@@ -15,13 +15,18 @@ them; this file only decides where each piece sits in the per-rank graphs:
   optimizer), with DP overlap all but the last DDP bucket (model.estimate.DDP_BUCKET_PARAMS) start with
   the final backward; ZeRO-3 gathers weights twice and reduce-scatters gradients per micro-batch;
   tied word-embedding gradients between first and last stage; the memory-bound Adam step.
-MoE expert gradients are reduced on the DP group (the estimator uses the expert-data-parallel group).
+* MoE: dispatch/combine per pass (model/moe.py: all-to-all on EP, all-gather/reduce-scatter on ETP),
+  beside another micro-batch's compute with the plan's a2a overlap; expert gradients are reduced on
+  the expert-data-parallel group (Megatron's expert grid), dense ones on DP;
+* zero-bubble schedules: each layer's weight-gradient GEMMs (its forward GEMM time) as a W pass;
+  DualPipe's mirrored stages sum their gradients on the MIRROR pair.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from distscope.comm import group_net
 from distscope.model.efficiency import mem_time_s
 from distscope.model.estimate import (
     ADAM_BYTES_PER_PARAM,
@@ -30,8 +35,16 @@ from distscope.model.estimate import (
     stage_params,
 )
 from distscope.model.layer import head_cost, layer_cost
+from distscope.model.moe import (
+    A2A_OVERLAP_SM_FRACTION,
+    dispatch_tokens,
+    moe_pass_comm_s,
+    overlap_budget_s,
+    overlapped_a2a_s,
+    routed_fraction,
+)
 from distscope.model.stages import chunk_sizes, stage_layers
-from distscope.plan import Dim, Plan, Recompute
+from distscope.plan import Dim, Placement, Plan, Recompute, chunk_rank
 from distscope.system.topology import Cluster
 from distscope.trace.builder import CommOp, Group, LayerCost, StageExtras, StepSpec
 from distscope.trace.graph import CollKind
@@ -53,8 +66,33 @@ def _tp_point(D: int, tp: int, sp: bool, hide_s: float) -> list[CommOp]:
     return [CommOp(group=Group.TP, kind=AR, size_bytes=D, hide_s=hide_s)]
 
 
-def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan) -> StepSpec:
-    """The StepSpec of one optimizer step of `plan` (which must already be checked against the model)."""
+def _moe_pass(plan: Plan, routed: int, hide_s: float) -> list[CommOp]:
+    """One pass's token dispatch and combine (model/moe.py): all-to-all on EP, with expert tensor
+    parallelism an all-gather and reduce-scatter on ETP; `hide_s` > 0 runs them beside that much
+    compute (one fork/join point)."""
+    ops: list[CommOp] = []
+    if plan.ep > 1:
+        ops.append(CommOp(group=Group.EP, kind=A2A, size_bytes=routed))
+    if plan.expert_tp > 1 and plan.sp:
+        gathered = routed * plan.expert_tp
+        ops += [CommOp(group=Group.ETP, kind=AG, size_bytes=round(gathered / plan.expert_tp)),
+                CommOp(group=Group.ETP, kind=RS, size_bytes=round(gathered))]
+    if plan.ep > 1:
+        ops.append(CommOp(group=Group.EP, kind=A2A, size_bytes=routed))
+    return _as_point(ops, hide_s)
+
+
+def _as_point(ops: list[CommOp], hide_s: float) -> list[CommOp]:
+    """Collectives as one fork/join point beside `hide_s` of compute (blocking, one by one, if 0)."""
+    if hide_s <= 0 or not ops:
+        return ops
+    return [dataclasses.replace(op, hide_s=hide_s if i == 0 else 0.0, with_previous=i > 0) for i, op in enumerate(ops)]
+
+
+def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1) -> StepSpec:
+    """The StepSpec of one optimizer step of `plan` (which must already be checked against the model);
+    `steps` > 1 strings consecutive steps together for a schedule without a flush (PipeDream-2BW:
+    the steady-state step is the difference of two such traces)."""
     dev = cluster.device
     prec = plan.precision
     e = prec.activation_dtype.bytes
@@ -63,16 +101,22 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     m = plan.microbatches(shape.global_batch)
     T = b * s // cp
     sp = plan.sp
-    tp_overlap = Dim.TP in plan.overlap
+    tp_overlap = Dim.TP in plan.overlap and tp > 1
     full = plan.recompute is Recompute.FULL
     rfrac = recompute_fraction(spec.layers, plan)
+    split = plan.traits.split_backward and pp > 1
+    placement = plan.traits.placement if pp > 1 else Placement.LOOP
+    fcap = routed_fraction(plan)
+    a2a_overlap = plan.moe_a2a_overlap and m > 1
 
     costs = {
-        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev)
+        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
+                        *((plan.expert_tp, fcap) if moe and (plan.expert_tp != tp or fcap != 1.0) else ()))
         for moe in ((False, True) if spec.moe is not None else (False,))
     }
     head = head_cost(spec, b, s, tp, cp, prec, dev)
     D_tp = round(T * spec.hidden * e)
+    routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     sizes = chunk_sizes(spec.layers, pp, vp, plan.stage_layers)
     per_chunk = max(sizes)
@@ -90,7 +134,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             c = costs[moe]
             recomputes = full and (plan.recompute_layers == 0 or i < k_recompute)
             fh = c.gemm_fwd_s / 2 if tp_overlap else 0.0
-            bh = c.gemm_fwd_s if tp_overlap else 0.0
+            bh = (c.gemm_fwd_s / 2 if split else c.gemm_fwd_s) if tp_overlap else 0.0
             fwd: list[CommOp] = _tp_point(D_tp, tp, sp, fh) + _tp_point(D_tp, tp, sp, fh)
             bwd: list[CommOp] = []
             if recomputes:
@@ -103,28 +147,38 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                     bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
                 bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=2 * c.attn_fwd_s))
                 bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, with_previous=True))
-            if moe and plan.ep > 1:
-                assert spec.moe is not None
-                a2a = CommOp(group=Group.EP, kind=A2A, size_bytes=round(T * spec.moe.top_k * spec.hidden * e))
-                fwd += [a2a, a2a]
-                bwd += [a2a, a2a] * (2 if recomputes else 1)
             rec_s = (c.recompute_s if recomputes else 0.0) if full else rfrac * c.recompute_s
+            extra_f = extra_b = 0.0
+            if moe:
+                rec = 1.0 if recomputes else 0.0
+                if a2a_overlap:
+                    ep_pass = moe_pass_comm_s(spec, plan, T, e, group_net(cluster, plan.ep, plan.expert_tp),
+                                              group_net(cluster, plan.expert_tp, 1))
+                    f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split)
+                    hf, hb = overlapped_a2a_s(ep_pass, f_avail)[1], overlapped_a2a_s(ep_pass * (1 + rec), b_avail)[1]
+                    extra_f, extra_b = hf * A2A_OVERLAP_SM_FRACTION, hb * A2A_OVERLAP_SM_FRACTION
+                    fwd += _moe_pass(plan, routed, hf)
+                    bwd += _as_point(_moe_pass(plan, routed, 0.0) * (2 if recomputes else 1), hb)
+                else:
+                    fwd += _moe_pass(plan, routed, 0.0)
+                    bwd += _moe_pass(plan, routed, 0.0) * (2 if recomputes else 1)
             layers.append(
                 LayerCost(
                     name=f"layer{start + i}",
-                    fwd_s=c.fwd_s,
-                    bwd_s=c.bwd_s + rec_s,
+                    fwd_s=c.fwd_s + extra_f,
+                    bwd_s=c.bwd_s + rec_s + extra_b,
                     fwd_flops=round(c.model_flops / 3),
                     bwd_flops=round(2 * c.model_flops / 3),
                     fwd_comm=tuple(fwd),
                     bwd_comm=tuple(bwd),
+                    wgrad_s=c.gemm_fwd_s if split else 0.0,
                 )
             )
         if v == len(sizes) - 1:
             # LM head input: all-gather forward + reduce-scatter backward (SP), or one backward all-reduce
             point = _tp_point(D_tp, tp, sp, 0.0)
-            hf = point[:1] if sp else []
-            hb = [dataclasses.replace(op, with_previous=False) for op in point[1:]] if sp else point
+            hf_ops = point[:1] if sp else []
+            hb_ops = [dataclasses.replace(op, with_previous=False) for op in point[1:]] if sp else point
             layers.append(
                 LayerCost(
                     name="lm_head",
@@ -132,48 +186,67 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                     bwd_s=head.bwd_s,
                     fwd_flops=round(head.model_flops / 3),
                     bwd_flops=round(2 * head.model_flops / 3),
-                    fwd_comm=tuple(hf),
-                    bwd_comm=tuple(hb),
+                    fwd_comm=tuple(hf_ops),
+                    bwd_comm=tuple(hb_ops),
+                    wgrad_s=head.gemm_fwd_s if split else 0.0,
                 )
             )
         chunks.append(tuple(layers))
         start += n
 
     extras = []
-    stages = stage_layers(spec.layers, n_dense_first, pp, vp, plan.stage_layers)
-    zero3 = plan.zero_stage == 3
+    stages = stage_layers(spec.layers, n_dense_first, pp, vp, plan.stage_layers, placement)
+    per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
     dp_overlap = Dim.DP in plan.overlap
     gbytes = plan.grad_reduce_dtype.bytes
-    ndp = dp * cp
+    ndp, nedp = dp * cp, plan.expert_dp
+    ends = {0, pp - 1} if placement is Placement.MIRROR else None
     for i, sl in enumerate(stages):
-        first, last = i == 0, i == pp - 1
+        if ends is not None:
+            first = last = i in ends
+        else:
+            first = i == chunk_rank(0, pp, placement)
+            last = i == chunk_rank(pp * vp - 1, pp, placement)
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         shard = ndp if plan.shards_optimizer else 1
         opt_s = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
         tied: tuple[CommOp, ...] = ()
-        if spec.tied_embeddings and pp > 1 and (first or last):
+        if spec.tied_embeddings and pp > 1 and (first or last) and placement is Placement.LOOP:
             tied = (CommOp(group=Group.EMB, kind=AR, size_bytes=round(spec.vocab * spec.hidden / tp * gbytes)),)
-        if zero3:
-            ag = CommOp(group=Group.DPZ, kind=AG, size_bytes=round(local_p * e / ndp))
+        if placement is Placement.MIRROR and pp > 1:
+            # DualPipe: the two copies of these stages (ranks i and pp-1-i) sum their reduced gradients
+            tied += (CommOp(group=Group.MIRROR, kind=AR, size_bytes=round(local_p * gbytes / shard)),)
+        if per_mb_z3:
+            ags: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=AG, size_bytes=round(dense_p * e / ndp)),)
+            rss: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=RS, size_bytes=round(dense_p * gbytes)),)
+            if expert_p:
+                ags += (CommOp(group=Group.EDPZ, kind=AG, size_bytes=round(expert_p * e / nedp)),)
+                rss += (CommOp(group=Group.EDPZ, kind=RS, size_bytes=round(expert_p * gbytes)),)
             extras.append(
                 StageExtras(
                     optimizer_s=opt_s,
                     tied=tied,
-                    mb_gather=(ag, ag),
+                    mb_gather=ags + ags,
                     mb_gather_overlap=dp_overlap,
-                    mb_reduce=(CommOp(group=Group.DPZ, kind=RS, size_bytes=round(local_p * gbytes)),),
+                    mb_reduce=rss,
                 )
             )
             continue
         kind = RS if plan.shards_optimizer else AR
-        grad = local_p * gbytes
         frac = min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0)) if dp_overlap else 1.0
-        early = (CommOp(group=Group.DP, kind=kind, size_bytes=round(grad * (1 - frac))),) if frac < 1 else ()
-        late = (CommOp(group=Group.DP, kind=kind, size_bytes=round(grad * frac)),)
-        gather = (
-            (CommOp(group=Group.DP, kind=AG, size_bytes=round(local_p * e / ndp)),) if plan.shards_optimizer else ()
-        )
+        early: tuple[CommOp, ...] = ()
+        late: tuple[CommOp, ...] = ()
+        gather: tuple[CommOp, ...] = ()
+        for group, params, ways in ((Group.DP, dense_p, ndp), (Group.EDP, expert_p, nedp)):
+            if not params:
+                continue
+            grad = params * gbytes
+            if frac < 1:
+                early += (CommOp(group=group, kind=kind, size_bytes=round(grad * (1 - frac))),)
+            late += (CommOp(group=group, kind=kind, size_bytes=round(grad * frac)),)
+            if plan.shards_optimizer:
+                gather += (CommOp(group=group, kind=AG, size_bytes=round(params * e / ways)),)
         extras.append(
             StageExtras(
                 optimizer_s=opt_s,
@@ -189,6 +262,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         cp=cp,
         dp=dp,
         ep=plan.ep,
+        etp=plan.expert_tp,
         pp=pp,
         vp=vp,
         micro_batches=m,
@@ -197,4 +271,5 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         pp_bytes=round(T * spec.hidden * e / (tp if sp else 1)) if pp > 1 else 0,
         pp_overlap=Dim.PP in plan.overlap,
         extras=tuple(extras),
+        steps=steps,
     )

@@ -2,7 +2,9 @@
 
 `auto` cells are resolved by the tool: every combination of the auto fields is estimated and the
 fastest plan that fits in memory wins (micro-batch over the divisors of global_batch/dp up to
-MAX_AUTO_MICRO_BATCH). A malformed row is reported with its run_id and column; the others still run.
+MAX_AUTO_MICRO_BATCH, vp over 1..MAX_AUTO_VP). Layers that do not divide by pp·vp are split as
+Megatron does (first/last-stage columns, else its embedding/loss accounting: model.stages). A
+malformed row is reported with its run_id and column; the others still run.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.measure.profile import SystemProfile
 from distscope.model import Estimate, estimate
-from distscope.model.stages import balanced_chunks
-from distscope.plan import Plan, Recompute, Schedule
+from distscope.model.stages import balanced_chunks, first_last_chunks
+from distscope.plan import SCHEDULE_TRAITS, Plan, Recompute, Schedule
 from distscope.system.calibrated import apply_profile
 from distscope.validate.cluster_from_row import cluster_for
 from distscope.validate.rows import Row, parse_row, read_rows
 from distscope.workload.training import TrainingShape
 
 MAX_AUTO_MICRO_BATCH = 16
+MAX_AUTO_VP = 8  # as the planner's default --max-vp
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -42,27 +45,59 @@ class RowResult:
         return 100.0 * (self.predicted_step_time_s - self.measured_step_time_s) / self.measured_step_time_s
 
 
+def layouts(row: Row) -> Iterator[tuple[int, Schedule, tuple[int, ...]]]:
+    """(vp, schedule, chunk sizes) the row allows: its vp, or with vp=auto every vp up to MAX_AUTO_VP
+    the schedule and the split accept. An explicit vp whose split is invalid raises (one line)."""
+    fixed = SCHEDULE_TRAITS[row.schedule].fixed_vp if row.schedule is not None else None
+    if row.vp is not None:
+        vps = [row.vp]
+    elif row.pp == 1:
+        vps = [1]
+    elif fixed is not None:
+        vps = [fixed]
+    else:
+        vps = [v for v in range(1 if row.schedule is None else 2, MAX_AUTO_VP + 1) if row.pp * v <= row.spec.layers + 2]
+    for vp in vps:
+        schedule = row.schedule or (Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B)
+        if row.first_stage_layers is not None or row.last_stage_layers is not None:
+            try:
+                split = first_last_chunks(row.spec.layers, row.pp, vp, row.first_stage_layers, row.last_stage_layers)
+            except DistscopeError:
+                if row.vp is not None:
+                    raise
+                continue
+        else:
+            split = balanced_chunks(row.spec.layers, row.pp, vp)
+        yield vp, schedule, split
+
+
 def candidate_plans(row: Row) -> Iterator[Plan]:
-    split = balanced_chunks(row.spec.layers, row.pp, row.vp)
     m_total = row.global_batch // row.dp if row.global_batch % row.dp == 0 else 0
     mbs = [row.micro_batch] if row.micro_batch is not None else [
         d for d in range(1, min(MAX_AUTO_MICRO_BATCH, max(m_total, 1)) + 1) if m_total % d == 0]
     sps = [row.sequence_parallel] if row.sequence_parallel is not None else ([False, True] if row.tp > 1 else [False])
     dos = [row.distributed_optimizer] if row.distributed_optimizer is not None else [False, True]
     ovs = [row.overlap] if row.overlap is not None else [row.overlap_capable]
-    if row.recompute is not None:
-        rcs: list[tuple[Recompute, int]] = [(row.recompute, 0)]
-    else:
-        chunk = max(split) if split else row.spec.layers // (row.pp * row.vp)
-        rcs = [(Recompute.NONE, 0), (Recompute.SELECTIVE, 0), (Recompute.FULL, 0)]
-        rcs += [(Recompute.FULL, k) for k in range(1, chunk)]  # Megatron block recompute of k layers per chunk
-    schedule = Schedule.INTERLEAVED if row.vp > 1 else Schedule.ONE_F_ONE_B
-    for mb, sp, do, ov, (rc, rk) in itertools.product(mbs, sps, dos, ovs, rcs):
-        yield Plan(
-            dp=row.dp, tp=row.tp, pp=row.pp, vp=row.vp, cp=row.cp, ep=row.ep, sequence_parallel=bool(sp),
-            zero_stage=row.zero_stage, distributed_optimizer=bool(do), micro_batch=mb, recompute=rc, recompute_layers=rk,
-            schedule=schedule, precision=row.precision, overlap=ov, attention=row.attention, stage_layers=split,
-        )
+    for vp, schedule, split in layouts(row):
+        if row.recompute is not None:
+            rcs: list[tuple[Recompute, int]] = [(row.recompute, 0)]
+        else:
+            chunk = max(split) if split else row.spec.layers // (row.pp * vp)
+            rcs = [(Recompute.NONE, 0), (Recompute.SELECTIVE, 0), (Recompute.FULL, 0)]
+            rcs += [(Recompute.FULL, k) for k in range(1, chunk)]  # Megatron block recompute of k layers per chunk
+        for mb, sp, do, ov, (rc, rk) in itertools.product(mbs, sps, dos, ovs, rcs):
+            try:
+                yield Plan(
+                    dp=row.dp, tp=row.tp, pp=row.pp, vp=vp, cp=row.cp, ep=row.ep, sequence_parallel=bool(sp),
+                    zero_stage=row.zero_stage, distributed_optimizer=bool(do), micro_batch=mb, recompute=rc,
+                    recompute_layers=rk, schedule=schedule, precision=row.precision, overlap=ov,
+                    attention=row.attention, stage_layers=split, reshard_after_forward=row.reshard_after_forward,
+                    etp=row.etp, capacity_factor=row.capacity_factor,
+                )
+            except DistscopeError:
+                if row.vp is not None:
+                    raise
+                break  # this vp does not fit the schedule
 
 
 def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:

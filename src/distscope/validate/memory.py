@@ -45,7 +45,10 @@ def check_file(path: str | Path) -> list[MemoryCheck]:
                     zero_stage=int(r["zero_stage"]), micro_batch=int(r["micro_batch"]),
                     recompute=Recompute(r["recompute"]), precision=Precision(r["precision"]),
                     schedule=Schedule(r["schedule"]), sequence_parallel=int(r["tp"]) > 1,
-                    stage_layers=tuple(int(x) for x in r["stage_layers"].split(",") if x))
+                    stage_layers=tuple(int(x) for x in r["stage_layers"].split(",") if x),
+                    # torchtitan's default FSDP policy: reshard_after_forward = not pp_enabled
+                    # (torchtitan/models/llama3/infra/parallelize.py, fsdp_reshard_after_forward="default")
+                    reshard_after_forward=int(r["zero_stage"]) != 3 or int(r["pp"]) == 1)
         plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads, experts=0, seq_len=shape.seq_len,
                    global_batch=shape.global_batch, num_gpus=n)
         e = estimate(spec, shape, get_cluster("dgx-h100", n), plan)

@@ -11,10 +11,20 @@ torchtitan use fused (flash/cuDNN) attention and overlap DP, TP and PP communica
 overlapping DDP (apex/torch), the 2021 PTD-P release with its local DDP after the backward pass;
 DeepSpeed ZeRO-3 prefetches parameters (DP overlap). An optional
 `attention` column (flash|unfused) overrides the kernel.
+
+Optional layout columns (blank = default): `vp` may be `auto` (the harness tries 1..MAX_AUTO_VP);
+`first_stage_layers` / `last_stage_layers` (Megatron's --decoder-first/last-pipeline-num-layers;
+without them a split that does not divide uses Megatron's embedding/loss accounting);
+`reshard_after_forward` 0/1 (ZeRO-3/FSDP; 0 keeps parameters gathered across micro-batches);
+`schedule` (plan.Schedule). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
+`shared_experts`, `moe_dense_layers` (leading dense layers), `etp`, `capacity_factor` (blank =
+dropless). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
+the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
 """
 
 from __future__ import annotations
 
+import builtins
 import csv
 import dataclasses
 import io
@@ -22,9 +32,9 @@ from pathlib import Path
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
-from distscope.plan import AttentionImpl, Dim, Recompute
+from distscope.plan import AttentionImpl, Dim, Recompute, Schedule
 from distscope.userfile import read_text
-from distscope.workload.spec import FfnKind, ModelSpec, NormKind, PositionKind
+from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 REQUIRED = (
     "run_id", "arch", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "vocab", "seq_len",
@@ -61,7 +71,7 @@ class Row:
     micro_batch: int | None
     tp: int
     pp: int
-    vp: int
+    vp: int | None  # None = auto
     dp: int
     cp: int
     ep: int
@@ -79,6 +89,12 @@ class Row:
     intra_node_GBps: float
     inter_node_GBps_per_gpu: float
     measured_step_time_s: float
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    reshard_after_forward: bool = True
+    schedule: Schedule | None = None  # None: 1f1b, or interleaved-1f1b when vp > 1
+    etp: int | None = None
+    capacity_factor: float | None = None
 
 
 class _Cells:
@@ -115,6 +131,12 @@ class _Cells:
             raise self.fail(col, "must be a finite number > 0")
         return v
 
+    def blank(self, col: str) -> bool:
+        return (self.row.get(col) or "").strip() == ""
+
+    def opt_int(self, col: str, lo: builtins.int = 1) -> builtins.int | None:
+        return None if self.blank(col) else self.int(col, lo)
+
     def flag(self, col: str) -> bool | None:
         if self.auto(col):
             return None
@@ -138,17 +160,62 @@ def _spec(c: _Cells) -> ModelSpec:
         "llama": dict(position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False, tied_embeddings=False),
         "nemotron": dict(position=PositionKind.ROPE, norm=NormKind.LAYERNORM, bias=False, tied_embeddings=False),
     }
+    if arch == "catalog":
+        return _catalog_spec(c)
     if arch not in styles:
-        raise c.fail("arch", f"must be one of {', '.join(styles)}")
+        raise c.fail("arch", f"must be one of {', '.join(styles)}, catalog")
     seq = c.int("seq_len")
     try:
         return ModelSpec(
             name=c.row.get("model") or c.rid, layers=c.int("layers"), hidden=c.int("hidden"), heads=c.int("heads"),
             kv_heads=c.int("kv_heads"), ffn_hidden=c.int("ffn_hidden"), vocab=c.int("vocab"), ffn=ffn,
-            max_positions=seq, **styles[arch],  # type: ignore[arg-type]
+            max_positions=seq, moe=_moe(c), **styles[arch],  # type: ignore[arg-type]
         )
     except DistscopeError as exc:
         raise DistscopeError(f"run_id={c.rid}: {exc}") from None
+
+
+def _moe(c: _Cells) -> MoESpec | None:
+    experts = c.opt_int("experts")
+    if experts is None or experts == 1:
+        for col in ("top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers"):
+            if not c.blank(col):
+                raise c.fail(col, "needs an experts column > 1")
+        return None
+    if c.blank("top_k"):
+        raise c.fail("top_k", f"is empty but experts={experts}")
+    try:
+        return MoESpec(experts=experts, top_k=c.int("top_k"),
+                       expert_ffn_hidden=c.opt_int("moe_ffn_hidden") or c.int("ffn_hidden"),
+                       shared_experts=c.opt_int("shared_experts", lo=0) or 0,
+                       dense_layers=c.opt_int("moe_dense_layers", lo=0) or 0)
+    except DistscopeError as exc:
+        raise c.fail("top_k", str(exc)) from None
+
+
+def _catalog_spec(c: _Cells) -> ModelSpec:
+    from distscope.workload.catalog import get_model
+
+    name = (c.row.get("model") or "").strip()
+    try:
+        spec = get_model(name)
+    except DistscopeError as exc:
+        raise c.fail("model", f"is not a catalog model for arch=catalog ({exc})") from None
+    for col, want in (("layers", spec.layers), ("hidden", spec.hidden), ("heads", spec.heads), ("vocab", spec.vocab)):
+        if c.int(col) != want:
+            raise c.fail(col, f"does not match catalog model {name} ({col}={want})")
+    if spec.max_positions and c.int("seq_len") > spec.max_positions and spec.position is PositionKind.LEARNED:
+        raise c.fail("seq_len", f"exceeds catalog model {name}'s {spec.max_positions} positions")
+    return spec
+
+
+def _schedule(c: _Cells) -> Schedule | None:
+    if c.blank("schedule"):
+        return None
+    try:
+        return Schedule(c.raw("schedule").lower())
+    except ValueError:
+        raise c.fail("schedule", "must be one of " + ", ".join(x.value for x in Schedule)) from None
 
 
 def parse_row(row: dict[str, str], line: int) -> Row:
@@ -187,16 +254,34 @@ def parse_row(row: dict[str, str], line: int) -> Row:
     zero = c.int("zero_stage", lo=0)
     if zero > 3:
         raise c.fail("zero_stage", "must be 0, 1, 2 or 3")
+    reshard = True
+    if not c.blank("reshard_after_forward"):
+        if c.raw("reshard_after_forward") not in ("0", "1"):
+            raise c.fail("reshard_after_forward", "must be 0 or 1")
+        reshard = c.raw("reshard_after_forward") == "1"
+        if not reshard and zero != 3:
+            raise c.fail("reshard_after_forward", f"=0 needs zero_stage=3 (FSDP), got {zero}")
+    capacity = None
+    if not c.blank("capacity_factor"):
+        capacity = c.float("capacity_factor")
+    spec = _spec(c)
+    if spec.moe is None:
+        for col in ("etp", "capacity_factor"):
+            if not c.blank(col):
+                raise c.fail(col, "needs a MoE model (experts > 1)")
     return Row(
-        run_id=rid, spec=_spec(c), seq_len=c.int("seq_len"), global_batch=c.int("global_batch"),
+        run_id=rid, spec=spec, seq_len=c.int("seq_len"), global_batch=c.int("global_batch"),
         micro_batch=None if c.auto("micro_batch") else c.int("micro_batch"),
-        tp=c.int("tp"), pp=c.int("pp"), vp=c.int("vp"), dp=c.int("dp"), cp=c.int("cp"), ep=c.int("ep"),
+        tp=c.int("tp"), pp=c.int("pp"), vp=None if c.auto("vp") else c.int("vp"), dp=c.int("dp"), cp=c.int("cp"),
+        ep=c.int("ep"),
         sequence_parallel=c.flag("sequence_parallel"), zero_stage=zero,
         distributed_optimizer=c.flag("distributed_optimizer"), overlap=overlap, recompute=recompute,
         precision=precision, attention=attention, overlap_capable=overlap_capable, gpu=c.raw("gpu").lower(), num_gpus=c.int("num_gpus"),
         gpus_per_node=c.int("gpus_per_node"), intra_node_GBps=c.float("intra_node_GBps"),
         inter_node_GBps_per_gpu=c.float("inter_node_GBps_per_gpu"),
         measured_step_time_s=c.float("measured_step_time_s"),
+        first_stage_layers=c.opt_int("first_stage_layers", lo=0), last_stage_layers=c.opt_int("last_stage_layers", lo=0),
+        reshard_after_forward=reshard, schedule=_schedule(c), etp=c.opt_int("etp"), capacity_factor=capacity,
     )
 
 
