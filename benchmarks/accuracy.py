@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from _results import save
-
-from distscope.validate.harness import summary, validate_file
+from distscope.validate.cv import cross_validate
+from distscope.validate.harness import load_rows, summary, validate_file
 from distscope.validate.memory import check_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,6 +26,29 @@ def step_time(path: Path) -> dict[str, Any]:
     return {"rows": len(s["rows"]), "predicted": s["predicted_rows"], "failed": s["failed_rows"],
             "mean_abs_error_pct": round(s["mape_pct"], 2), "median_abs_error_pct": round(statistics.median(errs), 2),
             "max_abs_error_pct": round(s["max_ape_pct"], 2), "worst_run": worst["run_id"]}
+
+
+def cross_validation(paths: list[Path]) -> dict[str, Any]:
+    res = cross_validate(load_rows(paths))
+    s = summary(res.results, cv=True)
+    return {"rows": s["predicted_rows"], "failed": s["failed_rows"], "sources": len(res.folds),
+            "cv_mean_abs_error_pct": round(s["cv_mape_pct"], 2), "cv_max_abs_error_pct": round(s["cv_max_ape_pct"], 2),
+            "in_sample_mean_abs_error_pct": round(s["mape_pct"], 2), "fitted_on_all_rows": res.fitted}
+
+
+def fp8_pairs(path: Path) -> dict[str, Any]:
+    """End-to-end FP8/BF16 speed-ups of the pairs that differ only in precision: measured vs predicted."""
+    rows = {r.run_id: r for r in validate_file(path)}
+    pairs = {}
+    for rid, f in rows.items():
+        b = rows.get(rid[:-4] + "-bf16") if rid.endswith("-fp8") else None
+        if b and f.predicted_step_time_s and b.predicted_step_time_s:
+            pairs[rid[:-4]] = {"measured": round(b.measured_step_time_s / f.measured_step_time_s, 3),
+                               "predicted": round(b.predicted_step_time_s / f.predicted_step_time_s, 3)}
+    m, p = [v["measured"] for v in pairs.values()], [v["predicted"] for v in pairs.values()]
+    return {"pairs": len(pairs), "measured_min": min(m), "measured_max": max(m), "predicted_min": min(p),
+            "predicted_max": max(p), "mean_abs_diff": round(statistics.fmean(abs(a - b) for a, b in zip(m, p, strict=True)), 3),
+            "per_pair": pairs}
 
 
 def memory(path: Path) -> dict[str, Any]:
@@ -41,6 +64,9 @@ def main() -> None:
     save("accuracy", {
         "published_in_sample": step_time(REPO / "data/validation/published_runs.csv"),
         "evidence_out_of_sample": step_time(REPO / "data/evidence/training_runs.csv"),
+        "cross_validation": cross_validation([REPO / "data/validation/published_runs.csv",
+                                              REPO / "data/evidence/training_runs.csv"]),
+        "fp8_pairs": fp8_pairs(REPO / "data/evidence/training_runs.csv"),
         "memory": memory(REPO / "data/evidence/memory_runs.csv"),
     })
 

@@ -67,8 +67,22 @@ SCHEDULE_TRAITS: dict[Schedule, ScheduleTraits] = {
 
 
 class AttentionImpl(enum.Enum):
-    FLASH = "flash"  # fused attention: no s² tensor in HBM (FlashAttention, cuDNN/TE fused attention)
+    """The attention kernel. The fused ones keep no s² tensor in HBM; they differ in speed (measured
+    per kernel in model/data/kernels/attention.csv)."""
+
+    FLASH = "flash"  # FlashAttention-2 (flash-attn, PyTorch SDPA's flash backend, TE's FlashAttention)
+    CUDNN = "cudnn"  # cuDNN fused attention (Transformer Engine's FusedAttention on Hopper)
+    FA3 = "fa3"  # FlashAttention-3 (Hopper only)
     UNFUSED = "unfused"  # QK^T and AV as batched GEMMs with a fused scaled-masked softmax kernel between
+
+    @property
+    def fused(self) -> bool:
+        return self is not AttentionImpl.UNFUSED
+
+    @property
+    def kernel(self) -> str:
+        """The kernel's name in model/data/kernels/attention.csv."""
+        return {AttentionImpl.FLASH: "fa2", AttentionImpl.CUDNN: "cudnn", AttentionImpl.FA3: "fa3"}.get(self, "")
 
 
 class Dim(enum.Enum):
@@ -233,8 +247,10 @@ class Plan:
                 raise self._fail(f"ep={self.ep} needs a MoE model")
             if experts % self.ep:
                 raise self._fail(f"experts={experts} not divisible by ep={self.ep}")
-            if (self.dp * self.cp) % self.ep:
-                raise self._fail(f"ep={self.ep} must divide dp*cp={self.dp * self.cp}")
+            if self.etp is None and (self.dp * self.cp) % self.ep:
+                # without an expert grid (etp unset) experts are carved out of the dp x cp ranks; with etp
+                # set, Megatron-Core's MoE parallel folding re-folds tp x cp x dp (checked below)
+                raise self._fail(f"ep={self.ep} must divide dp*cp={self.dp * self.cp} (or set etp: MoE parallel folding)")
         if experts == 0:
             for what, bad in (("etp", self.etp not in (None, self.tp)), ("capacity_factor", self.capacity_factor is not None),
                               ("moe_a2a_overlap", self.moe_a2a_overlap)):

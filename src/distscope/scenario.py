@@ -40,7 +40,7 @@ RecomputeLayersOpt = Annotated[int, typer.Option("--recompute-layers", help="Wit
 ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (vp=2), dualpipe or 2bw (default: interleaved-1f1b when vp > 1).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp16, bf16 or fp8 (FP8 GEMMs, bf16 elsewhere).")]
 OverlapOpt = Annotated[str, typer.Option("--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, or none.")]
-AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (fused) or unfused.")]
+AttentionOpt = Annotated[str, typer.Option("--attention", help="Attention kernel: flash (FlashAttention-2), cudnn (TE/cuDNN fused), fa3 (FlashAttention-3) or unfused.")]
 StageLayersOpt = Annotated[str | None, typer.Option("--stage-layers", help="Explicit layers per pipeline chunk, comma list of pp*vp numbers.")]
 FirstStageOpt = Annotated[int | None, typer.Option("--first-stage-layers", help="Layers on the first pipeline rank (Megatron --decoder-first-pipeline-num-layers).")]
 LastStageOpt = Annotated[int | None, typer.Option("--last-stage-layers", help="Layers on the last pipeline rank (Megatron --decoder-last-pipeline-num-layers).")]

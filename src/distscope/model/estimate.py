@@ -18,6 +18,8 @@ import dataclasses
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
+from distscope.model import efficiency as eff
+from distscope.model import fp8
 from distscope.model.efficiency import mem_time_s
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
@@ -26,6 +28,8 @@ from distscope.model.result import Estimate, LayerTimes
 from distscope.model.schedules import StagePass, inflight_sets, pipeline_s, weight_versions
 from distscope.model.stages import StageLayers, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
+from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload import params as P
 from distscope.workload.spec import ModelSpec
@@ -108,10 +112,14 @@ def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan
 
 
 def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,
-             quant_GBps: float | None = None) -> Estimate:
+             quant_GBps: float | None = None, software: SoftwareProfile | None = None) -> Estimate:
     """Predict one optimizer step. The plan must already be checked against the model (Plan.check).
     `quant_GBps` overrides the quantize/dequantize throughput of compressed communication (GB of
-    uncompressed input per second, e.g. from `distscope compress bench`)."""
+    uncompressed input per second, e.g. from `distscope compress bench`). `software` is the stack's
+    profile (software/presets.py: ZeRO-3 engine traits, FP8 recipe, per-step fixed cost); None = a
+    current stack (software.presets.DEFAULT). Its attention kernel and overlap are the plan's."""
+    sw = software or DEFAULT_SOFTWARE
+    rho = eff.OVERLAP_COST  # compute slowdown per second of communication hidden behind it
     dev = cluster.device
     prec = plan.precision
     e = prec.activation_dtype.bytes
@@ -136,15 +144,18 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # aggregation. Kept across micro-batches (no reshard), FSDP moves one flat buffer per stage per
     # step: priced like the distributed optimizer's.
     per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
-    g_z3 = group_net(cluster, dp * cp, tp, rails=False) if per_mb_z3 else g_dp
-    g_z3e = group_net(cluster, plan.expert_dp, etp * ep, rails=False) if per_mb_z3 else g_edp
+    rails = sw.zero3_rail_aggregation
+    g_z3 = group_net(cluster, dp * cp, tp, rails=rails) if per_mb_z3 else g_dp
+    g_z3e = group_net(cluster, plan.expert_dp, etp * ep, rails=rails) if per_mb_z3 else g_edp
     g_pp = group_net(cluster, 2, tp * cp * dp) if pp > 1 else None
     traits = plan.traits
 
     fcap = routed_fraction(plan)
+    fp8_run = prec.gemm_dtype.bytes < e
+    fp8_kw = {"fp8_attention": sw.fp8_attention, "fp8_current_scaling": sw.fp8_current_scaling} if fp8_run else {}
     costs: dict[bool, LayerCost] = {
         moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
-                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()))
+                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()), **fp8_kw)
         for moe in ((False, True) if spec.moe is not None else (False,))
     }
     rfrac = recompute_fraction(spec.layers, plan)
@@ -182,6 +193,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tp_f, tp_b = 2 * point_f, 2 * rec * point_f + max(0.0, 2 * tp_point - bwd_hide)
         else:
             tp_f, tp_b = 2 * tp_point, (2 * rec + 2) * tp_point
+        # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
+        tp_f, tp_b = tp_f + rho * (2 * tp_point - tp_f), tp_b + rho * ((2 * rec + 2) * tp_point - tp_b)
         tp_f += 2 * tp_codec
         tp_b += (2 * rec + 2) * tp_codec
         cp_tot = cp_f = cp_b = 0.0
@@ -191,6 +204,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             cp_tot = f + bwd + f * rec
             cp_f = max(0.0, f - c.attn_fwd_s)
             cp_b = cp_f * rec + max(0.0, bwd - 2 * c.attn_fwd_s)
+            cp_f, cp_b = cp_f + rho * (f - cp_f), cp_b + rho * (bwd + f * rec - cp_b)
         ep_tot = ep_f = ep_b = 0.0
         if moe:
             ep_tot = ep_pass * (2 + rec)  # dispatch + combine in the forward, the recompute and the backward
@@ -279,7 +293,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
-        wbytes = e
+        wbytes = prec.gemm_dtype.bytes if fp8_run and sw.fp8_param_gather else e  # FP8 weight all-gather
         g_m = cmp.dp_grad if cmp is not None else none
         w_m = cmp.weights if cmp is not None else none
         codec = 0.0  # quantize + dequantize of compressed DP traffic per step: compute, never hidden
@@ -327,13 +341,19 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # critical path (the ZeRO-3 rows of Narayanan et al. 2021, Table 2 are only consistent
             # with that: their step time is max(compute, gathers) + reduce-scatter).
             z3_f = max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag
-            z3_exp = z3_f + z3_rs
+            z3_rs_exp = z3_rs
+            if sw.zero3_grad_reduce_overlap and Dim.DP in plan.overlap:
+                # FSDP2 / Megatron-FSDP reduce-scatter each layer's gradients behind the backward of the
+                # layers before it; the last layer's (first in the model) is never hidden
+                z3_rs_exp = max(z3_rs / max(sl.total, 1), z3_rs - bwd)
+            z3_exp = z3_f + z3_rs_exp + rho * ((z3_ag - z3_f) + (z3_rs - z3_rs_exp))
             stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
         elif plan.zero_stage == 2:
             # ZeRO-2 keeps only a gradient shard, so every micro-batch's gradients are reduce-scattered
             # before the next one accumulates (DeepSpeed stage 2; FSDP SHARD_GRAD_OP with gradient
             # sync); only the weight all-gather is once per step.
             z3_exp = max(0.0, t_rs - bwd) if Dim.DP in plan.overlap else t_rs
+            z3_exp += rho * (t_rs - z3_exp)
             z3_f = 0.0
             stage_dp_tot = t_rs * m + t_ag + codec * m
             if Dim.DP in plan.overlap:  # the last micro-batch's last bucket is never hidden
@@ -355,6 +375,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 stage_dp_exp = max(last_bucket, t_rs - bwd * share) + max(0.0, t_ag - fwd * share)
             else:
                 stage_dp_exp = t_dp_step
+            stage_dp_exp += rho * max(0.0, stage_dp_tot - stage_dp_exp)
             stage_dp_tot += codec
             stage_dp_exp += codec
         stage_dp_tot += pair
@@ -371,7 +392,14 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         hw_flops += (flops + rflops) * count * share
         # --- optimizer step (memory-bound Adam over the local shard) ---
         shard = (dp * cp) if plan.shards_optimizer else 1
-        opt_s = max(opt_s, mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps))
+        stage_opt = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
+        if fp8_run:  # FP8 weight casts (model/fp8.py): once per step when cached, else per micro-batch
+            lin_p = local_p - (P.embedding_params(spec) / tp if first else 0.0) - (P.head_params(spec) / tp if last else 0.0)
+            if per_mb_z3 and sw.fp8_param_gather:
+                lin_p /= dp * cp  # each rank casts its own shard once, then gathers FP8
+            cast = eff.elementwise_s(dev, fp8.weight_cast_bytes(lin_p, e, prec.gemm_dtype.bytes), sl.total)
+            stage_opt += cast * (1 if (sw.fp8_weight_cache and not per_mb_z3) or sw.fp8_param_gather else m)
+        opt_s = max(opt_s, stage_opt)
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
@@ -399,6 +427,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                                  group_net(cluster, 2, tp * cp * dp * (pp - 1)))
         if not traits.flush and Dim.DP in plan.overlap:
             tied_sync = 0.0  # hidden with the rest of 2BW's gradient traffic
+    opt_s += sw.step_overhead_s  # per-step fixed costs the software's timings include
     step = pipe + dp_exp + opt_s + tied_sync
 
     bk = parts[k]

@@ -25,6 +25,7 @@ import functools
 
 from distscope.dtypes import Precision
 from distscope.model import efficiency as eff
+from distscope.model import fp8
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
 from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
@@ -44,11 +45,15 @@ class LayerCost:
 @functools.lru_cache(maxsize=65536)
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
                attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
-               etp: int = 0, routed_frac: float = 1.0) -> LayerCost:
+               etp: int = 0, routed_frac: float = 1.0, fp8_attention: bool = False,
+               fp8_current_scaling: bool = False) -> LayerCost:
     """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the share of routed tokens
-    an expert processes (min(1, capacity factor); 1 = dropless)."""
+    an expert processes (min(1, capacity factor); 1 = dropless). Under FP8 precision the linear layers
+    run FP8 GEMMs with Transformer Engine's casts (model/fp8.py); attention stays in the activation
+    dtype unless `fp8_attention`; `fp8_current_scaling` adds the amax pass of just-in-time scaling."""
     gemm_dtype = precision.gemm_dtype
-    e = precision.activation_dtype.bytes
+    act_dtype = precision.activation_dtype
+    e = act_dtype.bytes
 
     h, a, g = spec.hidden, spec.heads, spec.kv_heads
     a_l = a // tp
@@ -56,15 +61,18 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     s_q = s // cp
     T = b * s_q
     T_el = T // tp if sp else T
-    gemms: list[tuple[float, float, float]] = []
+    # linear layers (M, N, K, input comes from a norm/activation TE fuses the FP8 cast into)
+    gemms: list[fp8.Linear] = []
+    router: list[tuple[float, float, float]] = []  # GEMMs that stay in the activation dtype
     if spec.mla is not None:
         m = spec.mla
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
-        gemms += [(T, m.q_lora_rank, h), (T, a_l * d_qk, m.q_lora_rank), (T, m.kv_lora_rank + m.qk_rope_head_dim, h),
-                  (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank), (T, h, a_l * d_v)]
+        gemms += [(T, m.q_lora_rank, h, True), (T, a_l * d_qk, m.q_lora_rank, True),
+                  (T, m.kv_lora_rank + m.qk_rope_head_dim, h, True),
+                  (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank, True), (T, h, a_l * d_v, False)]
     else:
         d_qk = d_v = spec.dhead
-        gemms += [(T, (a_l + 2 * g_l) * d_qk, h), (T, h, a_l * d_v)]
+        gemms += [(T, (a_l + 2 * g_l) * d_qk, h, True), (T, h, a_l * d_v, False)]
     act_mult = 3 if spec.ffn is FfnKind.SWIGLU else 2
     up = 2 if spec.ffn is FfnKind.SWIGLU else 1
     if moe_layer:
@@ -74,42 +82,47 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         et = etp or tp
         M_e = (T * et / tp if sp else T) * k * routed_frac  # routed tokens this rank's experts see
         fe_e = spec.moe.expert_ffn_hidden // et
-        gemms += [(T, spec.moe.experts, h), (M_e, fe_e * up, h), (M_e, h, fe_e)]
+        router.append((T, spec.moe.experts, h))
+        gemms += [(M_e, fe_e * up, h, False), (M_e, h, fe_e, False)]  # TE GroupedLinear on permuted tokens
         if spec.moe.shared_experts:
             fs = fe * spec.moe.shared_experts
-            gemms += [(T, fs * up, h), (T, h, fs)]
+            gemms += [(T, fs * up, h, False), (T, h, fs, True)]
         act_bytes = act_mult * e * (M_e * fe_e + T * fe * spec.moe.shared_experts)
         act_bytes += 4 * T * k * routed_frac * h * e  # token permute / unpermute (read + write each)
     else:
         f_l = spec.ffn_hidden // tp
-        gemms += [(T, f_l * up, h), (T, h, f_l)]
+        gemms += [(T, f_l * up, h, True), (T, h, f_l, True)]  # LayerNormMLP: norm and activation fuse the cast
         act_bytes = act_mult * e * T * f_l
 
-    gemm_fwd_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in gemms)
-    if gemm_dtype.bytes < e:
-        # FP8 (Transformer Engine): every GEMM's activation input is cast from bf16 (read e, write 1
-        # byte), and backward casts the output gradient too; weights are cast once per step.
-        gemm_fwd_s += eff.elementwise_s(device, sum(M * K for M, _, K in gemms) * (e + gemm_dtype.bytes), 0)
-    gemm_flops = sum(2.0 * M * N * K for M, N, K in gemms)
+    gemm_fwd_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K, _ in gemms)
+    gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
+    cast_fwd_s = cast_bwd_s = 0.0
+    if gemm_dtype.bytes < e:  # FP8 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
+        f = gemm_dtype.bytes
+        cast_fwd_s = eff.elementwise_s(device, fp8.input_cast_bytes(gemms, e, f, fp8_current_scaling), len(gemms))
+        cast_bwd_s = eff.elementwise_s(device, fp8.grad_cast_bytes(gemms, e, f, fp8_current_scaling), len(gemms))
+    gemm_flops = sum(2.0 * M * N * K for M, N, K, _ in gemms) + sum(2.0 * M * N * K for M, N, K in router)
 
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)
     dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
     el_bytes = T_el * h * (2 * 2 * e + 2 * ((3 * e + 1) if dropout else 3 * e)) + act_bytes
     if spec.position is PositionKind.ROPE:
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
-    if attention is AttentionImpl.FLASH:
-        # causal: the masked half of the s² tiles is skipped; backward 2.5x forward
-        attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, gemm_dtype, b * a_l, s_q, s, d_qk, d_v)
+    attn_dtype = gemm_dtype if fp8_attention else act_dtype
+    if attention.fused:
+        # causal: the masked half of the s² tiles is skipped; the kernel's measured forward/backward speed
+        attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, attn_dtype, b * a_l, s_q, s, d_qk, d_v,
+                                                       kernel=attention.kernel)
         softmax_bytes = 0.0
     else:
         rows = b * a_l * s_q
-        attn_fwd_s = eff.gemm_s(device, gemm_dtype, rows, s, d_qk) + eff.gemm_s(device, gemm_dtype, rows, d_v, s)
+        attn_fwd_s = eff.gemm_s(device, attn_dtype, rows, s, d_qk) + eff.gemm_s(device, attn_dtype, rows, d_v, s)
         softmax_bytes = T * a_l * s * ((4 * e + 1) if dropout else 2 * e)
         attn_fwd_s += eff.elementwise_s(device, softmax_bytes, 0)
         attn_bwd_s = 2 * attn_fwd_s
     el_fwd_s = eff.elementwise_s(device, el_bytes, 8)
-    fwd_s = gemm_fwd_s + attn_fwd_s + el_fwd_s
-    bwd_s = 2 * gemm_fwd_s + attn_bwd_s + 2 * el_fwd_s
+    fwd_s = gemm_fwd_s + cast_fwd_s + attn_fwd_s + el_fwd_s
+    bwd_s = 2 * gemm_fwd_s + cast_bwd_s + attn_bwd_s + 2 * el_fwd_s
     fwd_flops = gemm_flops + core_flops
     if recompute is Recompute.FULL:
         recompute_s, recompute_flops = fwd_s, fwd_flops
@@ -128,9 +141,9 @@ def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Prec
     """LM head GEMM (T, V/tp, h) plus vocab-parallel cross-entropy (fp32 logits: ~19 bytes per logit
     over forward and backward) on the last stage."""
     T = b * s // cp
-    gemm_dtype = precision.gemm_dtype
     V_l = spec.vocab // tp if spec.vocab >= tp else spec.vocab
-    g = eff.gemm_s(device, gemm_dtype, T, V_l, spec.hidden)
+    # the output layer stays in the activation dtype under FP8 (Megatron's output_layer is not a TE module)
+    g = eff.gemm_s(device, precision.activation_dtype, T, V_l, spec.hidden)
     ce = eff.elementwise_s(device, 19.0 * T * V_l, 0)
     flops = 2.0 * T * V_l * spec.hidden
     return LayerCost(fwd_s=g + ce / 3, bwd_s=2 * g + 2 * ce / 3, recompute_s=0.0, gemm_fwd_s=g, attn_fwd_s=0.0,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from distscope.plan import AttentionImpl, Plan, Recompute
+from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
 
 WORKSPACE_BYTES = 2.0 * 2**30  # CUDA context, NCCL buffers, cuBLAS workspace, allocator slack
@@ -73,7 +73,7 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     else:
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
     lin = T * h * r * (2 * e + 2 * gi + 2 * mask) + e * T * (a_l + 2 * g_l) * d + gi * T * a_l * d + ffn
-    if plan.attention is AttentionImpl.FLASH:
+    if plan.attention.fused:
         core = 4.0 * T * a_l
     elif plan.recompute is Recompute.SELECTIVE:
         core = 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from distscope.model import Estimate, estimate
 from distscope.model.stages import balanced_chunks, first_last_chunks
 from distscope.plan import SCHEDULE_TRAITS, Plan, Recompute, Schedule
 from distscope.system.calibrated import apply_profile
+from distscope.system.topology import Cluster
 from distscope.validate.cluster_from_row import cluster_for
 from distscope.validate.rows import Row, parse_row, read_rows
 from distscope.workload.training import TrainingShape
@@ -37,12 +38,21 @@ class RowResult:
     plan: Plan | None = None
     estimate: Estimate | None = None
     error: str = ""
+    source: str = ""
+    # leave-one-source-out: predicted with parameters fitted without this row's source (validate --cv)
+    cv_predicted_step_time_s: float | None = None
 
     @property
     def error_pct(self) -> float | None:
         if self.predicted_step_time_s is None:
             return None
         return 100.0 * (self.predicted_step_time_s - self.measured_step_time_s) / self.measured_step_time_s
+
+    @property
+    def cv_error_pct(self) -> float | None:
+        if self.cv_predicted_step_time_s is None:
+            return None
+        return 100.0 * (self.cv_predicted_step_time_s - self.measured_step_time_s) / self.measured_step_time_s
 
 
 def layouts(row: Row) -> Iterator[tuple[int, Schedule, tuple[int, ...]]]:
@@ -100,10 +110,13 @@ def candidate_plans(row: Row) -> Iterator[Plan]:
                 break  # this vp does not fit the schedule
 
 
-def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
+def row_cluster(row: Row, profile: SystemProfile | None = None) -> Cluster:
     cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
-    if profile is not None:
-        cluster = apply_profile(cluster, profile)
+    return apply_profile(cluster, profile) if profile is not None else cluster
+
+
+def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
+    cluster = row_cluster(row, profile)
     shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
     best: tuple[Estimate, Plan] | None = None
     fallback: tuple[Estimate, Plan] | None = None
@@ -116,7 +129,7 @@ def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
         except DistscopeError as exc:
             last_err = str(exc)
             continue
-        est = estimate(row.spec, shape, cluster, plan)
+        est = estimate(row.spec, shape, cluster, plan, software=row.software)
         if est.feasible and (best is None or est.step_time_s < best[0].step_time_s):
             best = (est, plan)
         if fallback is None or est.memory.total_bytes < fallback[0].memory.total_bytes:
@@ -134,39 +147,77 @@ def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
                      predicted_step_time_s=est.step_time_s, plan=plan, estimate=est)
 
 
-def validate_file(path: str | Path, profile: SystemProfile | None = None) -> list[RowResult]:
-    results: list[RowResult] = []
-    for line, raw in read_rows(path):
-        try:
-            row = parse_row(raw, line)
-        except DistscopeError as exc:
-            measured = raw.get("measured_step_time_s") or ""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoadedRows:
+    rows: list[tuple[Row, str]]  # parsed rows with their `source` cell
+    failed: list[RowResult]  # rows that could not be parsed, with the reason
+    order: list[tuple[bool, int]]  # file order: (parsed?, index into rows or failed)
+
+    def in_file_order(self, results: Sequence[RowResult]) -> list[RowResult]:
+        """`results` (one per parsed row) merged with the failed rows, in the order of the files."""
+        return [results[i] if ok else self.failed[i] for ok, i in self.order]
+
+
+def load_rows(paths: Sequence[str | Path]) -> LoadedRows:
+    """Parse every row of every file; a malformed row becomes a failed RowResult with its reason."""
+    rows: list[tuple[Row, str]] = []
+    failed: list[RowResult] = []
+    order: list[tuple[bool, int]] = []
+    for path in paths:
+        for line, raw in read_rows(path):
+            source = (raw.get("source") or "").strip() or str(path)
             try:
-                m = float(measured)
-            except ValueError:
-                m = float("nan")
-            results.append(RowResult(run_id=(raw.get("run_id") or f"line{line}").strip(),
-                                     measured_step_time_s=m, error=str(exc)))
-            continue
-        try:
-            results.append(predict_row(row, profile))
-        except DistscopeError as exc:  # e.g. a GPU count the row's topology cannot hold
-            results.append(RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
-                                     error=f"run_id={row.run_id}: {exc}"))
-    return results
+                rows.append((parse_row(raw, line), source))
+                order.append((True, len(rows) - 1))
+            except DistscopeError as exc:
+                order.append((False, len(failed)))
+                try:
+                    m = float(raw.get("measured_step_time_s") or "")
+                except ValueError:
+                    m = float("nan")
+                failed.append(RowResult(run_id=(raw.get("run_id") or f"line{line}").strip(), measured_step_time_s=m,
+                                        error=str(exc), source=source))
+    return LoadedRows(rows=rows, failed=failed, order=order)
 
 
-def summary(results: list[RowResult]) -> dict[str, Any]:
+def predict_or_fail(row: Row, source: str, profile: SystemProfile | None = None) -> RowResult:
+    try:
+        return dataclasses.replace(predict_row(row, profile), source=source)
+    except DistscopeError as exc:  # e.g. a GPU count the row's topology cannot hold
+        return RowResult(run_id=row.run_id, measured_step_time_s=row.measured_step_time_s,
+                         error=f"run_id={row.run_id}: {exc}", source=source)
+
+
+def validate_files(paths: Sequence[str | Path], profile: SystemProfile | None = None,
+                   on_row: Callable[[], None] | None = None) -> list[RowResult]:
+    loaded = load_rows(paths)
+    out = []
+    for row, source in loaded.rows:
+        out.append(predict_or_fail(row, source, profile))
+        if on_row is not None:
+            on_row()
+    return loaded.in_file_order(out)
+
+
+def validate_file(path: str | Path, profile: SystemProfile | None = None) -> list[RowResult]:
+    return validate_files([path], profile)
+
+
+def summary(results: list[RowResult], cv: bool = False) -> dict[str, Any]:
     errs = [abs(r.error_pct) for r in results if r.error_pct is not None]
+    cv_errs = [abs(r.cv_error_pct) for r in results if r.cv_error_pct is not None]
     return {
         "rows": [
-            {"run_id": r.run_id, "predicted_step_time_s": r.predicted_step_time_s,
+            {"run_id": r.run_id, "source": r.source, "predicted_step_time_s": r.predicted_step_time_s,
              "measured_step_time_s": r.measured_step_time_s, "error_pct": r.error_pct,
+             **({"cv_predicted_step_time_s": r.cv_predicted_step_time_s, "cv_error_pct": r.cv_error_pct} if cv else {}),
              **({"problem": r.error} if r.error else {})}
             for r in results
         ],
         "mape_pct": sum(errs) / len(errs) if errs else None,
         "max_ape_pct": max(errs) if errs else None,
+        **({"cv_mape_pct": sum(cv_errs) / len(cv_errs) if cv_errs else None,
+            "cv_max_ape_pct": max(cv_errs) if cv_errs else None} if cv else {}),
         "predicted_rows": len(errs),
         "failed_rows": sum(1 for r in results if r.predicted_step_time_s is None),
     }

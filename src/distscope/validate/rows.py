@@ -4,13 +4,12 @@ A cell may hold `auto` for micro_batch, sequence_parallel, distributed_optimizer
 recompute: those become `None` here and the harness picks the best feasible value. A bad cell raises
 a one-line DistscopeError naming the run_id and the column; the harness reports it and goes on.
 
-What a run's software could do is inferred from `framework` (FRAMEWORK_CAPABILITIES): the attention
-kernel, and which communication an `auto` overlap may hide. Megatron-Core, NeMo, Megatron-Bridge and
-torchtitan use fused (flash/cuDNN) attention and overlap DP, TP and PP communication; Megatron-LM of
-2020-2022 used the unfused scaled-masked-softmax path; its 2020 release reduced gradients with an
-overlapping DDP (apex/torch), the 2021 PTD-P release with its local DDP after the backward pass;
-DeepSpeed ZeRO-3 prefetches parameters (DP overlap). An optional
-`attention` column (flash|unfused) overrides the kernel.
+What a run's software could do comes from its software profile (software/presets.py): the optional
+`software` column names a preset (megatron-lm-2021, megatron-core-0.8, nemo-24, torchtitan-2024, ...);
+when it is blank the free-text `framework` column is mapped to one (software.from_framework). The
+profile fixes the attention kernel, which communication an `auto` overlap may hide, and the engine
+traits the estimator reads. An optional `attention` column (flash|cudnn|fa3|unfused) overrides the
+kernel.
 
 Optional layout columns (blank = default): `vp` may be `auto` (the harness tries 1..MAX_AUTO_VP);
 `first_stage_layers` / `last_stage_layers` (Megatron's --decoder-first/last-pipeline-num-layers;
@@ -33,6 +32,7 @@ from pathlib import Path
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.plan import AttentionImpl, Dim, Recompute, Schedule
+from distscope.software.presets import SoftwareProfile, from_framework, get_software
 from distscope.userfile import read_text
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
@@ -42,26 +42,6 @@ REQUIRED = (
     "distributed_optimizer", "overlap", "recompute", "precision", "gpu", "num_gpus", "gpus_per_node",
     "intra_node_GBps", "inter_node_GBps_per_gpu", "measured_step_time_s",
 )
-_ALL = frozenset({Dim.DP, Dim.TP, Dim.PP})
-FRAMEWORK_CAPABILITIES: tuple[tuple[str, AttentionImpl, frozenset[Dim]], ...] = (
-    ("megatron-core", AttentionImpl.FLASH, _ALL),
-    ("megatron-bridge", AttentionImpl.FLASH, _ALL),
-    ("nemo", AttentionImpl.FLASH, _ALL),
-    ("torchtitan", AttentionImpl.FLASH, _ALL),
-    ("deepspeed", AttentionImpl.UNFUSED, frozenset({Dim.DP})),
-    ("megatron-lm (2020)", AttentionImpl.UNFUSED, frozenset({Dim.DP})),
-    ("megatron-lm", AttentionImpl.UNFUSED, frozenset()),
-)
-
-
-def capabilities(framework: str) -> tuple[AttentionImpl, frozenset[Dim]]:
-    fw = framework.lower()
-    for key, attn, overlap in FRAMEWORK_CAPABILITIES:
-        if key in fw:
-            return attn, overlap
-    return AttentionImpl.FLASH, _ALL  # unknown: a current framework
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Row:
     run_id: str
@@ -83,6 +63,7 @@ class Row:
     precision: Precision
     attention: AttentionImpl
     overlap_capable: frozenset[Dim]
+    software: SoftwareProfile
     gpu: str
     num_gpus: int
     gpus_per_node: int
@@ -244,13 +225,21 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         precision = Precision(c.raw("precision").lower())
     except ValueError:
         raise c.fail("precision", "must be fp16, bf16 or fp8") from None
-    attention, overlap_capable = capabilities(row.get("framework") or "")
+    sw_cell = (row.get("software") or "").strip()
+    if sw_cell:
+        try:
+            software = get_software(sw_cell, field=f"run_id={rid}: column software")
+        except DistscopeError as exc:
+            raise DistscopeError(str(exc)) from None
+    else:
+        software = from_framework(row.get("framework") or "")
+    attention, overlap_capable = software.attention, software.overlap
     attn_cell = (row.get("attention") or "").strip().lower()
     if attn_cell:
         try:
             attention = AttentionImpl(attn_cell)
         except ValueError:
-            raise c.fail("attention", "must be flash or unfused") from None
+            raise c.fail("attention", f"must be one of {', '.join(a.value for a in AttentionImpl)}") from None
     zero = c.int("zero_stage", lo=0)
     if zero > 3:
         raise c.fail("zero_stage", "must be 0, 1, 2 or 3")
@@ -276,7 +265,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         ep=c.int("ep"),
         sequence_parallel=c.flag("sequence_parallel"), zero_stage=zero,
         distributed_optimizer=c.flag("distributed_optimizer"), overlap=overlap, recompute=recompute,
-        precision=precision, attention=attention, overlap_capable=overlap_capable, gpu=c.raw("gpu").lower(), num_gpus=c.int("num_gpus"),
+        precision=precision, attention=attention, overlap_capable=overlap_capable, software=software, gpu=c.raw("gpu").lower(), num_gpus=c.int("num_gpus"),
         gpus_per_node=c.int("gpus_per_node"), intra_node_GBps=c.float("intra_node_GBps"),
         inter_node_GBps_per_gpu=c.float("inter_node_GBps_per_gpu"),
         measured_step_time_s=c.float("measured_step_time_s"),

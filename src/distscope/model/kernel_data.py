@@ -1,0 +1,140 @@
+"""Published kernel benchmarks (data/kernels/*.csv) as efficiency lookups: the component-level data
+the efficiency model is calibrated on. No end-to-end run enters here.
+
+GEMM ceiling: the largest achieved matmul TFLOP/s measured on a device family in a dtype, over that
+device's dense peak (gemm.csv). fp16 uses the bf16 rows (every device here runs both at one
+tensor-core rate); a dtype without rows falls back to the family's bf16 ceiling, a family without
+rows to DEFAULT_CEILING.
+
+Fused attention: achieved fraction of the dtype's dense peak per (kernel, causal, head dim,
+sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at the measured range
+(attention.csv). A family with rows of its own uses them; a family with only a few anchor rows
+(A100: FlashAttention-2's 73% figure of merit) takes the H100 curve of the same kernel scaled to
+pass through its anchors; any other family takes the H100 curve scaled by the ratio of the two
+devices' GEMM ceilings (the kernel reaches the same share of what the device's matmul reaches).
+A (causal, pass) without rows is derived: causal backward = non-causal backward x (causal forward /
+non-causal forward) at the same head dim and sequence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import functools
+import io
+import math
+from importlib import resources
+
+from distscope.dtypes import DType
+from distscope.system.device import get_device
+
+DEFAULT_CEILING = 0.70  # a family/dtype without published GEMM data: a typical vendor-library figure
+REFERENCE_FAMILY = "h100"  # the family whose attention curves are measured in full
+FAMILY_ALIAS = {"h800": "h100", "h200": "h100"}  # same SMs and clocks (H200/H800 differ in memory/links only)
+
+
+def family(device_name: str) -> str:
+    for fam in ("a100", "h100", "h200", "h800", "b200", "v100", "mi250x", "mi300x", "mi325x"):
+        if device_name.startswith(fam):
+            return fam
+    return device_name
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = resources.files("distscope.model").joinpath(f"data/kernels/{name}").read_text()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+@functools.cache
+def _gemm_ceilings() -> dict[tuple[str, DType], float]:
+    out: dict[tuple[str, DType], float] = {}
+    for r in _rows("gemm.csv"):
+        dt = DType(r["dtype"])
+        frac = float(r["tflops"]) * 1e12 / get_device(r["device"]).flops(dt)
+        key = (family(r["device"]), dt)
+        out[key] = max(out.get(key, 0.0), frac)
+    return out
+
+
+def gemm_ceiling(device_name: str, dtype: DType) -> float:
+    """Largest measured matmul throughput / dense peak for the device family and dtype."""
+    table = _gemm_ceilings()
+    fam = family(device_name)
+    dt = DType.BF16 if dtype is DType.FP16 else dtype
+    for key in ((fam, dt), (FAMILY_ALIAS.get(fam, fam), dt), (fam, DType.BF16), (FAMILY_ALIAS.get(fam, fam), DType.BF16)):
+        if key in table:
+            return table[key]
+    return DEFAULT_CEILING
+
+
+Curve = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]  # head_dim -> (seqs, efficiencies)
+
+
+@functools.cache
+def _attention() -> dict[tuple[str, DType, str, bool, str], Curve]:
+    pts: dict[tuple[str, DType, str, bool, str], dict[int, list[tuple[float, float]]]] = {}
+    for r in _rows("attention.csv"):
+        dt = DType(r["dtype"])
+        frac = float(r["tflops"]) * 1e12 / get_device(r["device"]).flops(dt)
+        key = (family(r["device"]), dt, r["kernel"], r["causal"] == "1", r["pass"])
+        pts.setdefault(key, {}).setdefault(int(r["head_dim"]), []).append((float(r["seq"]), frac))
+    return {k: {hd: tuple(zip(*sorted(v), strict=True)) for hd, v in c.items()} for k, c in pts.items()}  # type: ignore[misc]
+
+
+def _interp(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> float:
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, x)
+    t = math.log(x / xs[i - 1]) / math.log(xs[i] / xs[i - 1])
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
+def _curve_at(c: Curve, head_dim: float, seq: float) -> float:
+    hds = sorted(c)
+    if head_dim <= hds[0] or len(hds) == 1:
+        return _interp(*c[hds[0]], seq)
+    if head_dim >= hds[-1]:
+        return _interp(*c[hds[-1]], seq)
+    i = bisect.bisect_right(hds, head_dim)
+    lo, hi = hds[i - 1], hds[i]
+    t = math.log(head_dim / lo) / math.log(hi / lo)
+    return (1 - t) * _interp(*c[lo], seq) + t * _interp(*c[hi], seq)
+
+
+def _measured(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim: float, seq: float) -> float | None:
+    """Efficiency from a family's own rows, deriving a missing (causal, pass) as documented above."""
+    tab = _attention()
+    key = (fam, dt, kernel, causal, pss)
+    if key in tab:
+        return _curve_at(tab[key], head_dim, seq)
+    if causal and pss == "bwd":
+        bwd = _measured(fam, dt, kernel, False, "bwd", head_dim, seq)
+        f_c, f_n = (_measured(fam, dt, kernel, c, "fwd", head_dim, seq) for c in (True, False))
+        if bwd is not None and f_c is not None and f_n:
+            return bwd * f_c / f_n
+    return None
+
+
+def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bool, head_dim: float, seq: float,
+                         pss: str) -> float:
+    """Achieved fraction of the dtype's dense peak of one fused-attention pass ('fwd' or 'bwd')."""
+    fam = FAMILY_ALIAS.get(family(device_name), family(device_name))
+    ref = _measured(REFERENCE_FAMILY, dtype, kernel, causal, pss, head_dim, seq)
+    if ref is None:  # no such kernel/dtype measured on the reference device: FlashAttention-2 in bf16
+        ref = _measured(REFERENCE_FAMILY, DType.BF16, "fa2", causal, pss, head_dim, seq)
+        assert ref is not None
+    if fam == REFERENCE_FAMILY:
+        return ref
+    own = _measured(fam, dtype, kernel, causal, pss, head_dim, seq)
+    if own is not None:
+        return own
+    for k in (kernel, "fa2"):  # a kernel the family has no data for (FA3 is Hopper-only): its FlashAttention-2
+        anchors = [(hd, s, e) for (f, d, kk, c, p), cur in _attention().items() if (f, d, kk) == (fam, dtype, k)
+                   for hd, (ss, es) in cur.items() for s, e in zip(ss, es, strict=True) if (c, p) == (False, "fwd")]
+        if anchors:  # scale the reference curve of that kernel through the family's own measurements
+            base = _measured(REFERENCE_FAMILY, dtype, k, causal, pss, head_dim, seq) or ref
+            scale = sum(e / (_measured(REFERENCE_FAMILY, dtype, k, False, "fwd", hd, s) or e) for hd, s, e in anchors)
+            return base * scale / len(anchors)
+    return ref * gemm_ceiling(device_name, dtype) / gemm_ceiling(REFERENCE_FAMILY, dtype)

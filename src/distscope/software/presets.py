@@ -1,0 +1,85 @@
+"""Software profiles: what a training stack executes, as named presets with sources (data/presets.json).
+
+A profile fixes what the parallelization alone does not: the attention kernel, which communication
+the stack can overlap with compute, how its ZeRO-3/FSDP engine moves gradients, how it runs FP8
+(Transformer Engine or torchao), and per-step fixed costs its published timings include. The
+estimator reads it (`estimate(..., software=...)`); validation rows name one in an optional `software`
+column, and their free-text `framework` column is only the fallback (`from_framework`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+from distscope.errors import DistscopeError, closest
+from distscope.plan import AttentionImpl, Dim
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SoftwareProfile:
+    name: str
+    attention: AttentionImpl  # the attention kernel the stack runs
+    overlap: frozenset[Dim]  # communication it can hide behind compute
+    zero3_grad_reduce_overlap: bool = True  # ZeRO-3/FSDP gradient reduce-scatter overlapped with backward
+    zero3_rail_aggregation: bool = True  # ZeRO-3 traffic reaches the node's aggregated NIC rate
+    fp8_weight_cache: bool = True  # FP8 weights cast once per step (TE is_first_microbatch), else per micro-batch
+    fp8_current_scaling: bool = False  # just-in-time per-tensor scaling (an amax pass per cast)
+    fp8_param_gather: bool = False  # sharded weights all-gathered in FP8
+    fp8_attention: bool = False  # attention in FP8 (TE fp8_dpa); otherwise BF16
+    step_overhead_s: float = 0.0  # per-step fixed cost the source's timing includes beyond the model
+    sources: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.step_overhead_s < float("inf"):
+            raise DistscopeError(f"software {self.name}: step_overhead_s={self.step_overhead_s} must be >= 0")
+
+
+DEFAULT = SoftwareProfile(name="default", attention=AttentionImpl.FLASH, overlap=frozenset({Dim.DP, Dim.TP, Dim.PP}))
+
+
+def _profile(name: str, d: dict[str, Any]) -> SoftwareProfile:
+    try:
+        return SoftwareProfile(
+            name=name, attention=AttentionImpl(d["attention"]), overlap=frozenset(Dim(x) for x in d["overlap"]),
+            **{f.name: d[f.name] for f in dataclasses.fields(SoftwareProfile)
+               if f.name not in ("name", "attention", "overlap") and f.name in d},
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise DistscopeError(f"software preset {name}: malformed ({exc})") from None
+
+
+@functools.cache
+def _data() -> tuple[dict[str, SoftwareProfile], tuple[tuple[str, str], ...], str]:
+    raw = json.loads(resources.files("distscope.software").joinpath("data/presets.json").read_text())
+    presets = {k: _profile(k, v) for k, v in raw["presets"].items()}
+    patterns = tuple((str(p), str(n)) for p, n in raw["framework_patterns"])
+    for _, n in patterns:
+        assert n in presets, n
+    return presets, patterns, str(raw["default"])
+
+
+def software_names() -> list[str]:
+    return list(_data()[0])
+
+
+def get_software(name: str, field: str = "--software") -> SoftwareProfile:
+    presets = _data()[0]
+    key = name.strip().lower()
+    if key not in presets:
+        raise DistscopeError(f"{field}={name!r} is not a software preset{closest(key, presets) or ''}; "
+                             f"presets: {', '.join(presets)}")
+    return presets[key]
+
+
+def from_framework(framework: str) -> SoftwareProfile:
+    """The preset a free-text framework description falls back to (first matching pattern)."""
+    presets, patterns, default = _data()
+    fw = framework.lower()
+    for pat, name in patterns:
+        if pat in fw:
+            return presets[name]
+    return presets[default]

@@ -1,0 +1,79 @@
+"""Out-of-sample accuracy (issue 9): leave-one-source-out cross-validation over the public published
+runs and the independent evidence rows, the shipped calibration on rows it never saw, and the FP8
+speed-ups Transformer Engine / torchao stacks measure. Tolerances sit a little above the measured
+figures (in the comments) so that a regression fails."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from distscope.errors import DistscopeError
+from distscope.validate.cv import cross_validate
+from distscope.validate.harness import load_rows, summary, validate_file
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED = ROOT / "data/validation/published_runs.csv"
+EVIDENCE = ROOT / "data/evidence/training_runs.csv"
+
+
+@pytest.fixture(scope="module")
+def cv():  # type: ignore[no-untyped-def]
+    return cross_validate(load_rows([PUBLISHED, EVIDENCE]))
+
+
+def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
+    s = summary(cv.results, cv=True)
+    assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
+    assert s["cv_mape_pct"] <= 20.0  # measured 17.6% (in-sample with every row fitted: 15.2%)
+    assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
+
+
+def test_each_fold_is_refitted_without_its_source(cv) -> None:  # type: ignore[no-untyped-def]
+    assert len(cv.folds) >= 14
+    assert sum(f != cv.fitted for f in cv.folds.values()) >= len(cv.folds) // 2
+    moved = [r for r in cv.results if r.cv_predicted_step_time_s is not None
+             and abs(r.cv_predicted_step_time_s / r.predicted_step_time_s - 1) > 1e-6]  # type: ignore[operator]
+    assert len(moved) >= 50
+
+
+def test_shipped_calibration_in_and_out_of_sample() -> None:
+    published = summary(validate_file(PUBLISHED))
+    assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.6% (fitted on these rows)
+    evidence = summary(validate_file(EVIDENCE))
+    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 30.0  # measured 26.5%: never fitted on
+
+
+def test_fp8_speedups_are_those_of_real_stacks() -> None:
+    """Measured end-to-end FP8/BF16 speed-ups of the clean pairs are 1.00-1.44 (not the ~1.8 of FP8
+    GEMMs alone); predicted 1.06-1.36, mean |predicted - measured| 0.067."""
+    rows = {r.run_id: r for r in validate_file(EVIDENCE)}
+    diffs = []
+    for rid, f in rows.items():
+        m = re.fullmatch(r"(.+)-fp8", rid)
+        b = rows.get(f"{m[1]}-bf16") if m else None
+        if b is None or f.predicted_step_time_s is None or b.predicted_step_time_s is None:
+            continue
+        predicted = b.predicted_step_time_s / f.predicted_step_time_s
+        measured = b.measured_step_time_s / f.measured_step_time_s
+        assert 1.0 <= predicted <= 1.5, (rid, predicted)
+        diffs.append(abs(predicted - measured))
+    assert len(diffs) >= 12 and statistics.fmean(diffs) <= 0.1
+
+
+def test_unknown_grouping_is_one_line() -> None:
+    from distscope.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(PUBLISHED), "--cv", "sauce"])
+    assert exc.value.code == 2
+
+
+def test_nothing_to_fit_is_an_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(PUBLISHED.read_text().splitlines()[0] + "\n")
+    with pytest.raises(DistscopeError):
+        cross_validate(load_rows([bad]))
