@@ -36,6 +36,7 @@ def estimate_cmd(
     profile: S.ProfileOpt = None,
     max_memory: S.MaxMemoryOpt = None,
     headroom: S.HeadroomOpt = None,
+    framework: S.FrameworkOpt = "any",
     compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
@@ -55,7 +56,7 @@ def estimate_cmd(
         micro_batch=micro_batch, global_batch=global_batch, seq=seq, recompute=recompute,
         recompute_layers=recompute_layers, schedule=schedule, precision=precision, overlap=overlap,
         attention=attention, stage_layers=stage_layers, link=link, profile=profile,
-        max_memory=max_memory, headroom=headroom,
+        max_memory=max_memory, headroom=headroom, framework=framework,
     )
     if comm_volume:
         from distscope.model.comm_volume import comm_volume_report, comm_volume_table

@@ -12,27 +12,22 @@ Megatron-LM (megatron/training/arguments.py validate_args, pinned in data/megatr
 torchtitan (pytorch/torchtitan, pinned in data/torchtitan_config.json):
 - FSDP2 shards parameters, gradients and optimizer state together: ZeRO-3 (`data_parallel_shard_degree`)
   or plain replication (`data_parallel_replicate_degree`); no ZeRO-1/2 and no Megatron distributed optimizer;
-- activation checkpointing is full (every block), per-op selective, or none: no block recompute of k layers;
+- activation checkpointing is full (every block), per-op selective (recompute=selective-op), or none: no
+  block recompute of k layers, no Megatron-style core-attention recompute;
+- its memory differs from Megatron's (FSDP2, its loss, its pipeline runtime: model/framework_memory.py),
+  so a plan is offered for the framework whose memory it was priced with (Plan.framework; ANY = neutral).
 - model definitions exist for Llama 3/3.1 and DeepSeek-V3 among the catalog's models.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from distscope.dtypes import Precision
-from distscope.plan import Plan, Recompute
+from distscope.plan import Framework, Plan, Recompute
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
-
-
-class Framework(enum.Enum):
-    ANY = "any"
-    MEGATRON = "megatron"
-    TORCHTITAN = "torchtitan"
-
 
 # torchtitan config-registry functions that build each catalog model (torchtitan/models/*/config_registry.py),
 # and the model_registry flavor to rebuild the model with when the shipped recipe turns on Float8
@@ -71,15 +66,23 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
         if plan.recompute is Recompute.FULL and plan.recompute_layers:
             out.append(f"torchtitan cannot recompute only {plan.recompute_layers} layers per chunk (full AC "
                        "recomputes every block)")
+        if plan.recompute is Recompute.SELECTIVE:
+            out.append("torchtitan's selective AC is per-op (recompute=selective-op), not Megatron's core-attention "
+                       "recompute")
+    if fw is Framework.MEGATRON and plan.recompute is Recompute.SELECTIVE_OP:
+        out.append("Megatron-LM has no per-op selective checkpointing (recompute=selective-op is torchtitan's)")
+    if fw is not Framework.ANY and plan.framework not in (Framework.ANY, fw):
+        out.append(f"the plan's memory is {plan.framework.value}'s (model/framework_memory.py), not {fw.value}'s")
     return out
 
 
 def restrict(fw: Framework, space: SearchSpace, device: Device) -> SearchSpace:
     """The planner's space narrowed to what `fw` runs (model support is checked by the caller)."""
     if fw is Framework.TORCHTITAN:
-        return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False)
-    if fw is Framework.MEGATRON and pre_blackwell(device):
-        return dataclasses.replace(space, sharded_dp_needs_plain_layout=True)
+        return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False,
+                                   selective_recompute=False, framework=fw)
+    if fw is Framework.MEGATRON:
+        return dataclasses.replace(space, sharded_dp_needs_plain_layout=pre_blackwell(device), framework=fw)
     return space
 
 
