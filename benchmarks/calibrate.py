@@ -22,6 +22,7 @@ from scipy.optimize import minimize
 
 from distscope.model import efficiency as eff
 from distscope.model.layer import head_cost, layer_cost
+from distscope.report.progress import progress
 from distscope.validate.harness import predict_row, summary
 from distscope.validate.rows import parse_row, read_rows
 
@@ -52,7 +53,10 @@ def mape(x: list[float]) -> float:
 t0 = time.time()
 x0 = [eff.CALIBRATION[n] for n in NAMES]
 print(f"start: {dict(zip(NAMES, x0, strict=True))} MAPE={mape(x0):.2f}%")
-res = minimize(mape, x0, method="Nelder-Mead", bounds=BOUNDS, options={"xatol": 1e-3, "fatol": 1e-3, "maxiter": 400})
+MAXITER = 400
+with progress(MAXITER, "fitting (Nelder-Mead iterations; stops early when converged)") as advance:
+    res = minimize(mape, x0, method="Nelder-Mead", bounds=BOUNDS, callback=lambda _x: advance(),
+                   options={"xatol": 1e-3, "fatol": 1e-3, "maxiter": MAXITER})
 apply(list(res.x))
 s = summary([predict_row(r) for r in rows])
 fitted = {n: round(float(v), 4) for n, v in zip(NAMES, res.x, strict=True)}

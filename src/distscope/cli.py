@@ -16,11 +16,13 @@ import typer.exceptions
 
 from distscope.compress.cli import app as compress_app
 from distscope.errors import DistscopeError
+from distscope.explore.cli import explore_cmd
 from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
 from distscope.report.cli import report_cmd
 from distscope.search.cli import plan_cmd
+from distscope.serve.cli import app as serve_app
 from distscope.sim.cli import simulate as simulate_cmd
 from distscope.trace.cli import trace_app
 from distscope.validate.cli import validate_cmd
@@ -51,6 +53,7 @@ def _root(
 
 app.command("estimate")(estimate_cmd)
 app.command("plan")(plan_cmd)
+app.command("explore")(explore_cmd)
 app.command("simulate")(simulate_cmd)
 app.command("validate")(validate_cmd)
 app.command("models")(models_cmd)
@@ -59,6 +62,7 @@ app.command("report")(report_cmd)
 app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 app.add_typer(trace_app, name="trace")
+app.add_typer(serve_app, name="serve")
 
 
 # Usage errors come from click, or from the click that typer >= 0.2x vendors; both have format_message().

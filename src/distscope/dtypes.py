@@ -17,6 +17,7 @@ class DType(enum.Enum):
     FP8 = "fp8"
     INT8 = "int8"
     INT4 = "int4"
+    FP4 = "fp4"  # OCP MXFP4 / NVIDIA NVFP4 element (E2M1); block scales are counted where weights are sized
 
     _bytes: float  # set below; a plain attribute because hashing enums is slow in hot loops
 
@@ -42,6 +43,7 @@ _BYTES: dict[DType, float] = {
     DType.FP8: 1.0,
     DType.INT8: 1.0,
     DType.INT4: 0.5,
+    DType.FP4: 0.5,
 }
 for _member, _size in _BYTES.items():
     _member._bytes = _size

@@ -31,7 +31,8 @@ ALARM_S = 30
 
 # Commands that launch processes (torchrun, training loops) or long measurements: fuzzing them
 # in-process would spend the CI budget on real work. Their own tests cover their bad input.
-SPAWNING = {"measure collectives", "measure log", "compress bench", "compress convergence"}
+SPAWNING = {"measure collectives", "measure log", "measure kernels", "compress bench", "compress convergence",
+            "serve measure"}
 
 # Valid invocations to mutate (cheap ones: small models, few GPUs, no simulator re-ranking).
 SEEDS: dict[str, list[list[str]]] = {
@@ -42,6 +43,10 @@ SEEDS: dict[str, list[list[str]]] = {
              ["--model", "gpt3-1.3b", "--cluster", "dgx-a100", "--gpus", "16", "--simulate-top", "0", "--json"]],
     "trace generate": [["--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--symmetric"]],
     "validate": [["--json"]],
+    "serve simulate": [["--requests", "200", "--rate", "5"]],
+    "serve plan": [["--model", "llama3-8b", "--gpus", "2", "--simulate-top", "1", "--requests", "50", "--batches", "64",
+                    "--no-disaggregate"]],
+    "explore": [["--model", "llama3-8b", "--gpus", "8", "--global-batch", "32", "--no-compression"]],
 }
 
 

@@ -12,6 +12,9 @@ app = typer.Typer(help="Communication compression: quantized collectives, DDP ho
                   no_args_is_help=True)
 
 
+PHASES = 3  # run_bench's phases: real tensors, CPU quantize throughput, gloo collectives (+1 with a GPU: its throughput)
+
+
 def _progress(msg: str) -> None:
     from rich.console import Console
 
@@ -29,11 +32,25 @@ def bench(
     """Ratio vs bf16, relative L2 error on real TinyGPT gradients/weights, CPU quantize/dequantize GB/s,
     and collective time vs uncompressed on 4 gloo ranks, for int8, int4, int4-hs, qwd-int4, tlq-hs, bf16,
     powersgd."""
+    import torch
+
     from distscope.compress.bench import BenchConfig, run_bench
+    from distscope.report.progress import progress
 
     cfg = (BenchConfig(numel=1 << 18, throughput_numel=1 << 18, train_steps=5, repeats=1) if quick
            else BenchConfig(numel=numel, repeats=repeats))
-    result = run_bench(cfg, progress=_progress)
+    phases = PHASES + int(torch.cuda.is_available())
+    with progress(phases, "compress bench") as bar:
+        started: list[str] = []
+
+        def phase(msg: str) -> None:  # run_bench announces each phase as it starts
+            if not bar.shown:
+                _progress(msg)
+            bar.update(len(started), phases)
+            bar.describe(f"compress bench: {msg}")
+            started.append(msg)
+
+        result = run_bench(cfg, progress=phase)
     text = json.dumps(result)
     if out is not None:
         out.write_text(text + "\n")

@@ -114,12 +114,20 @@ def collectives(
                 os.environ, DISTSCOPE_SWEEP_QUIET="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1")
             )
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC_DIR), env.get("PYTHONPATH", "")]))
+            from distscope.report.progress import enabled
+
+            # With a terminal, the child's stderr goes straight to it, so rank 0 can draw the progress bar.
+            live = enabled()
+            if live:
+                env["DISTSCOPE_PROGRESS"] = "1"
+                env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # torch's deprecation notes, once per rank
             try:
-                proc = subprocess.run(cmd, env=env, timeout=timeout_s, capture_output=True, text=True)
+                proc = subprocess.run(cmd, env=env, timeout=timeout_s, stdout=subprocess.PIPE,
+                                      stderr=None if live else subprocess.PIPE, text=True)
             except subprocess.TimeoutExpired:
                 raise DistscopeError(f"timeout_s={timeout_s}: the sweep did not finish in time") from None
             if proc.returncode != 0 or not tmp_out.exists():
-                tail = (proc.stderr or "").strip().splitlines()[-5:]
+                tail = (proc.stderr or "(its output is above)").strip().splitlines()[-5:]
                 raise DistscopeError(
                     f"sweep with nproc={nproc} failed (exit {proc.returncode}): {' | '.join(tail)}"
                 )
@@ -162,9 +170,14 @@ def _sweep_in_process(cfg: object, backend: str, timeout_s: float) -> list[Colle
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend, timeout=timedelta(seconds=min(timeout_s, 300)))
+    from distscope.report.progress import progress
+
     try:
-        results = run_sweep(cfg)
         rank = dist.get_rank()
+        if rank != 0:
+            os.environ["DISTSCOPE_PROGRESS"] = "0"  # one bar, drawn by rank 0
+        with progress(None, f"sweeping collectives ({dist.get_world_size()} ranks, points)") as bar:
+            results = run_sweep(cfg, progress=bar.update)
     finally:
         dist.destroy_process_group()
     if rank != 0:
@@ -238,14 +251,19 @@ def calibrate(
     from distscope.measure.profile import save_profile
     from distscope.measure.result import load_results
     from distscope.measure.tables import profile_table
+    from distscope.report.cli import check_report
+    from distscope.report.progress import progress
     from distscope.userfile import read_text
 
+    check_report(report)
     results = []
-    for p in inputs:
-        if p.suffix in (".json", ".csv"):
-            results.extend(load_results(p))
-        else:
-            results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
+    with progress(len(inputs), "reading measurements (files)") as advance:
+        for p in inputs:
+            if p.suffix in (".json", ".csv"):
+                results.extend(load_results(p))
+            else:
+                results.extend(parse_nccl_tests(read_text(p, "nccl-tests output"), source=str(p)))
+            advance()
     dev = device or next((r.device for r in results if r.device), "")
     profile = fit(results, name=name, device=dev, source=", ".join(str(p) for p in inputs), stat=stat)
     save_profile(profile, out)
@@ -253,14 +271,74 @@ def calibrate(
     if report is not None:
         from distscope.report.cli import write_report
 
-        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": [r.to_dict() for r in results]},
-                     report)
+        # the points the fit used: out-of-place results, at the fitted statistic
+        points = [{**r.to_dict(), "time_s": r.time_s if stat == "median" else r.time_min_s}
+                  for r in results if not r.in_place]
+        write_report({"kind": "calibration", "profile": profile.to_dict(), "points": points}, report)
     from distscope.errors import warn
     from distscope.measure.profile import profile_warnings
 
     for w in profile_warnings(profile, profile.device.split("-")[0].lower() or "cpu"):
         if "measured on" not in w:  # the device check needs a target cluster; fit errors stand alone
             warn(w)
+
+
+@app.command()
+def kernels(
+    out: Annotated[Path, typer.Option(help="Profile JSON to write (an existing profile's links are kept).")] = Path(
+        "kernel_profile.json"),
+    device: Annotated[str, typer.Option(help="cpu or cuda[:N]; default: cuda when present, else cpu.")] = "",
+    dtypes: Annotated[
+        list[str] | None, typer.Option(help="Dtypes (repeat or comma list) among fp32, fp16, bf16, fp8; default: "
+                                            "bf16,fp16,fp8 on a GPU (fp8 where supported), fp32,bf16 on CPU.")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="Small CPU-sized sweep (default on CPU; --no-quick for the GPU grid).")
+                     ] = False,
+    gemm_m: Annotated[str | None, typer.Option(help="GEMM M values (tokens), comma list; overrides the sweep's.")] = None,
+    gemm_nk: Annotated[str | None, typer.Option(help="GEMM N and K values, comma list; overrides the sweep's.")] = None,
+    iters: Annotated[int | None, typer.Option(help="Timed calls per point (median kept).")] = None,
+    name: Annotated[str, typer.Option(help="Profile name (when a new file is written).")] = "measured",
+) -> None:
+    """Time matmul, scaled-dot-product attention and element-wise kernels with torch here; write the
+    tables as the `kernels` section of a system profile (use it with --profile)."""
+    import dataclasses
+
+    import torch
+
+    from distscope.dtypes import DType
+    from distscope.measure.kernels import KernelSweep, fp8_supported, measure_kernels, sweep_points
+    from distscope.measure.profile import SystemProfile, load_profile, save_profile
+    from distscope.report.progress import progress
+    from distscope.scenario import parse_int_list
+
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    on_cpu = dev == "cpu"
+    picked = [DType.parse(d, "--dtypes") for d in _split(dtypes)]
+    base = KernelSweep.quick() if (quick or on_cpu) else KernelSweep.full()
+    sweep = dataclasses.replace(
+        base, dtypes=tuple(picked) or base.dtypes,
+        gemm_m=parse_int_list(gemm_m, "--gemm-m") if gemm_m else base.gemm_m,
+        gemm_nk=parse_int_list(gemm_nk, "--gemm-nk") if gemm_nk else base.gemm_nk,
+        iters=iters if iters is not None else base.iters,
+    )
+    existing = load_profile(out) if out.exists() else None
+    total = sweep_points(sweep, fp8_supported(dev) if not on_cpu else False)
+    with progress(total, f"timing kernels on {dev}") as advance:
+        kp = measure_kernels(sweep, dev, progress=advance)
+    if existing is not None:
+        prof = dataclasses.replace(existing, kernels=kp)
+        _err.print(f"kept the links of the existing profile {out} and replaced its kernels section")
+    else:
+        prof = SystemProfile(name=name, levels={}, device=kp.device, source=kp.source, kernels=kp)
+    save_profile(prof, out)
+    for dt, g in kp.gemm.items():
+        _console.print(f"gemm {dt.value}: {len(g.values)} shapes, best {g.max_value:.2f} TFLOP/s")
+    for (dt, causal), t in kp.attention.items():
+        _console.print(f"attention {dt.value} {'causal' if causal else 'full'}: best fwd {t.fwd_tflops.max_value:.2f} "
+                       f"/ bwd {t.bwd_tflops.max_value:.2f} TFLOP/s")
+    if kp.elementwise is not None:
+        _console.print(f"element-wise: best {kp.elementwise.max_value:.1f} GB/s")
+    _console.print(f"wrote {out} ({kp.device})")
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -17,9 +17,11 @@ Schema (JSON, "schema": "distscope.system_profile/1"):
             "nranks": <ranks the sweep ran on>, "dtype": "<dtype swept>"
           }
         }
-      }
+      },
+      "kernels": { ... }   (optional: GEMM/attention/element-wise tables, measure/kernel_profile.py)
     }
 
+A profile may hold only levels, only kernels (then "levels" is {}), or both.
 Bytes follow nccl-tests (all_gather: output, reduce_scatter: input, else the buffer), so
 t(S) = alpha_s + beta_s_per_byte * S, and the bus bandwidth at nranks is factor(op, nranks) / beta.
 This module is torch-free: `estimate`/`validate` load profiles with it.
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError, closest
+from distscope.measure.kernel_profile import KernelProfile, kernel_device_warning
 from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.userfile import read_json, write_text
 
@@ -80,10 +83,11 @@ class SystemProfile:
     levels: dict[str, dict[CollectiveOp, OpFit]]
     device: str = ""
     source: str = ""
+    kernels: KernelProfile | None = None
 
     def __post_init__(self) -> None:
-        if not self.levels:
-            raise DistscopeError(f"profile name={self.name!r} has no levels")
+        if not self.levels and self.kernels is None:
+            raise DistscopeError(f"profile name={self.name!r} has no levels and no kernels")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,12 +99,15 @@ class SystemProfile:
                 lvl: {op.value: dataclasses.asdict(fit) for op, fit in ops.items()}
                 for lvl, ops in self.levels.items()
             },
+            **({"kernels": self.kernels.to_dict()} if self.kernels is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "profile") -> SystemProfile:
         if d.get("schema") != SCHEMA:
             raise DistscopeError(f"{where}: schema={d.get('schema')!r}, expected {SCHEMA!r}")
+        if not isinstance(d.get("levels", {}), dict):
+            raise DistscopeError(f"{where}: 'levels' must be an object")
         fields = {f.name for f in dataclasses.fields(OpFit)}
         try:
             levels = {
@@ -110,7 +117,7 @@ class SystemProfile:
                     )
                     for op, fit in ops.items()
                 }
-                for lvl, ops in d["levels"].items()
+                for lvl, ops in d.get("levels", {}).items()
             }
         except KeyError as exc:
             raise DistscopeError(f"{where}: missing field {exc.args[0]!r}") from None
@@ -121,6 +128,7 @@ class SystemProfile:
             device=str(d.get("device", "")),
             source=str(d.get("source", "")),
             levels=levels,
+            kernels=KernelProfile.from_dict(d["kernels"], f"{where} kernels") if "kernels" in d else None,
         )
 
 
@@ -138,7 +146,9 @@ def profile_warnings(profile: SystemProfile, device_name: str, max_fit_err: floa
     out = []
     desc = profile.device.lower()
     family = device_name.split("-")[0].lower()  # e.g. 'h100' of 'h100-sxm5-80gb'
-    if desc and family not in desc.replace(" ", "").replace("-", ""):
+    if profile.kernels is not None and (w := kernel_device_warning(profile.kernels, device_name)):
+        out.append(w)
+    if profile.levels and desc and family not in desc.replace(" ", "").replace("-", ""):
         out.append(f"profile {profile.name!r} was measured on {profile.device!r}, not a {device_name}: its "
                    "measured links replace the cluster's")
     for lvl, ops in profile.levels.items():

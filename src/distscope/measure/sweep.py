@@ -132,17 +132,20 @@ def run_sweep(
     cfg: SweepConfig,
     *,
     group: dist.ProcessGroup | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[CollectiveResult]:
-    """Collective call on every rank of `group`; returns identical results on every rank."""
+    """Collective call on every rank of `group`; returns identical results on every rank.
+    `progress(points measured, points)` after each batch of sizes."""
     group = group or dist.distributed_c10d._get_default_group()
     n = dist.get_world_size(group)
     backend = dist.get_backend(group)
     device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    results = []
-    for op in cfg.ops:
+    results: list[CollectiveResult] = []
+    ops = [op for op in cfg.ops if not (op is CollectiveOp.SEND_RECV and n < 2)]
+    total = len(ops) * len(cfg.dtypes) * len(list(cfg.sizes()))
+    for op in ops:
         if op is CollectiveOp.SEND_RECV and n < 2:
             continue
         for dtype_name in cfg.dtypes:
@@ -184,5 +187,5 @@ def run_sweep(
                         )
                     )
                 if progress is not None:
-                    progress(f"{op.value} {dtype_name} {count * elem} B")
+                    progress(len(results), total)
     return results

@@ -47,9 +47,11 @@ def estimate_cmd(
 ) -> None:
     """Predict one training step: time with its breakdown, tokens/s, MFU/HFU and memory per GPU."""
     from distscope.model.estimate import estimate
+    from distscope.report.cli import check_report
     from distscope.report.console import out, print_json
     from distscope.report.estimate_table import estimate_json, estimate_tables
 
+    check_report(report)
     sc = S.build_scenario(
         model=model, cluster=cluster, gpus=gpus, dp=dp, tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
         sequence_parallel=sequence_parallel, zero=zero, distributed_optimizer=distributed_optimizer,

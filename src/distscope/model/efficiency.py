@@ -21,6 +21,7 @@ import json
 from importlib import resources
 
 from distscope.dtypes import DType
+from distscope.system.device import Device
 
 # Largest-GEMM efficiency per device family and dtype. Sanity: cuBLAS on A100 reaches ~270 of 312
 # TFLOP/s fp16 (0.87) for 8k cubes; H100 SXM ~700-800 of 989 bf16 (0.7-0.8) and ~1300-1450 of 1979
@@ -96,6 +97,42 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
 
 def mem_time_s(nbytes: float, hbm_Bps: float) -> float:
     return nbytes / (hbm_Bps * MEM_ETA)
+
+
+
+# --- device-level entry points: a measured kernel profile (Device.kernels) wins where it has a table ---
+
+def gemm_s(device: Device, dtype: DType, M: float, N: float, K: float) -> float:
+    """One GEMM (M×K)·(K×N) in `dtype` on `device`: the measured table if the device carries one for
+    that dtype (`--profile` with a kernels section), else the analytic model above."""
+    kp = device.kernels
+    if kp is not None and kp.has_gemm(dtype):
+        return kp.gemm_time_s(dtype, M, N, K)
+    return gemm_time_s(M, N, K, dtype.bytes, device.flops(dtype), device.hbm_Bps, gemm_eta_max(device.name, dtype))
+
+
+def flash_attention_s(device: Device, dtype: DType, batch_heads: float, seq_q: float, seq_kv: float,
+                      d_qk: float, d_v: float, causal: bool = True) -> tuple[float, float]:
+    """(forward, backward) time of fused attention over batch·heads sequences: the measured table when
+    the device carries one, else core FLOPs 2·BH·s_q·s_kv·(d_qk + d_v) (halved when causal) at η_max·
+    FLASH_ETA_REL of peak, backward 2.5x forward (FlashAttention-2: five matmuls against two)."""
+    kp = device.kernels
+    if kp is not None and kp.has_attention(dtype, causal):
+        return kp.attention_time_s(dtype, causal, batch_heads, seq_q, seq_kv, (d_qk + d_v) / 2)
+    flops = 2.0 * batch_heads * seq_q * seq_kv * (d_qk + d_v) * (0.5 if causal else 1.0)
+    fwd = flops / (device.flops(dtype) * gemm_eta_max(device.name, dtype) * FLASH_ETA_REL) + KERNEL_S
+    return fwd, 2.5 * fwd
+
+
+def elementwise_s(device: Device, nbytes: float, kernels: int = 1) -> float:
+    """`kernels` streaming element-wise passes moving `nbytes` in all (read + written): the measured
+    bandwidth at each pass's size when the device carries an element-wise table (launch costs are in
+    the measurement), else MEM_ETA of the HBM bandwidth plus KERNEL_S per pass."""
+    kp = device.kernels
+    if kp is not None and kp.elementwise is not None:
+        n = max(kernels, 1)  # 0: bytes of a pass fused into another kernel, priced as one pass
+        return n * kp.mem_time_s(nbytes / n) if nbytes > 0 else 0.0
+    return mem_time_s(nbytes, device.hbm_Bps) + kernels * KERNEL_S
 
 
 _load_calibration()

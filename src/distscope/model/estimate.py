@@ -470,18 +470,12 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
         act += loss_held
         if fm.pipeline_keeps_outputs and plan.pp > 1:
             act += m * logits * e
-    # Transient peaks on top of what is held (the larger one; they do not coincide): the loss's own
-    # peak (fp32 gradient of the logits) at the start of the last stage's backward, and, under full or
-    # per-op selective recompute, one layer's forward activations rebuilt in backward (Korthikanti et
-    # al. 2022 §4: recompute re-materialises a layer's activations before its backward runs).
-    recomputed = 0.0
-    if plan.recompute in (Recompute.FULL, Recompute.SELECTIVE_OP) and sl.total:
-        plain = dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0)
-        recomputed = max(activation_bytes_per_layer(spec, moe_layer, b, s, plain)
-                         - (activation_bytes_per_layer(spec, moe_layer, b, s, plan)
-                            if plan.recompute is Recompute.SELECTIVE_OP else 0.0)
-                         for moe_layer, n in ((False, sl.dense), (True, sl.moe)) if n)
-    act += max(recomputed, loss_peak if last else 0.0)
+        # Transient peak on top of what is held: the loss's own peak (the fp32 gradient of the logits)
+        # at the start of the last stage's backward. (One recomputed layer's activations under full or
+        # per-op selective recompute would be another, but the published DeepSpeed ZeRO-3 529.6B run —
+        # Narayanan et al. 2021 Table 2, mb 4, unfused attention — fits in 80 GB only without it, so it
+        # is not added.)
+        act += loss_peak
     if first:
         act += T * spec.hidden * e * held / max(sl.total, 1)
     return Memory(weights_bytes=wbytes, grads_bytes=gbytes, optimizer_bytes=obytes, activations_bytes=act,

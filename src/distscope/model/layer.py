@@ -50,10 +50,6 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     an expert processes (min(1, capacity factor); 1 = dropless)."""
     gemm_dtype = precision.gemm_dtype
     e = precision.activation_dtype.bytes
-    peak = device.flops(gemm_dtype)
-    hbm = device.hbm_Bps
-    eta = eff.gemm_eta_max(device.name, gemm_dtype)
-    ge = gemm_dtype.bytes  # bytes per operand element streamed by the GEMM
 
     h, a, g = spec.hidden, spec.heads, spec.kv_heads
     a_l = a // tp
@@ -91,11 +87,11 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemms += [(T, f_l * up, h), (T, h, f_l)]
         act_bytes = act_mult * e * T * f_l
 
-    gemm_fwd_s = sum(eff.gemm_time_s(M, N, K, ge, peak, hbm, eta) for M, N, K in gemms)
+    gemm_fwd_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in gemms)
     if gemm_dtype.bytes < e:
         # FP8 (Transformer Engine): every GEMM's activation input is cast from bf16 (read e, write 1
         # byte), and backward casts the output gradient too; weights are cast once per step.
-        gemm_fwd_s += eff.mem_time_s(sum(M * K for M, _, K in gemms) * (e + gemm_dtype.bytes), hbm)
+        gemm_fwd_s += eff.elementwise_s(device, sum(M * K for M, _, K in gemms) * (e + gemm_dtype.bytes), 0)
     gemm_flops = sum(2.0 * M * N * K for M, N, K in gemms)
 
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)
@@ -105,16 +101,15 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     if attention is AttentionImpl.FLASH:
         # causal: the masked half of the s² tiles is skipped; backward 2.5x forward
-        attn_fwd_s = 0.5 * core_flops / (peak * eta * eff.FLASH_ETA_REL) + eff.KERNEL_S
-        attn_bwd_s = 2.5 * attn_fwd_s
+        attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, gemm_dtype, b * a_l, s_q, s, d_qk, d_v)
         softmax_bytes = 0.0
     else:
         rows = b * a_l * s_q
-        attn_fwd_s = eff.gemm_time_s(rows, s, d_qk, e, peak, hbm, eta) + eff.gemm_time_s(rows, d_v, s, e, peak, hbm, eta)
+        attn_fwd_s = eff.gemm_s(device, gemm_dtype, rows, s, d_qk) + eff.gemm_s(device, gemm_dtype, rows, d_v, s)
         softmax_bytes = T * a_l * s * ((4 * e + 1) if dropout else 2 * e)
-        attn_fwd_s += eff.mem_time_s(softmax_bytes, hbm)
+        attn_fwd_s += eff.elementwise_s(device, softmax_bytes, 0)
         attn_bwd_s = 2 * attn_fwd_s
-    el_fwd_s = eff.mem_time_s(el_bytes, hbm) + 8 * eff.KERNEL_S
+    el_fwd_s = eff.elementwise_s(device, el_bytes, 8)
     fwd_s = gemm_fwd_s + attn_fwd_s + el_fwd_s
     bwd_s = 2 * gemm_fwd_s + attn_bwd_s + 2 * el_fwd_s
     fwd_flops = gemm_flops + core_flops
@@ -123,7 +118,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     elif recompute is Recompute.SELECTIVE_OP:
         # every second matmul of torchtitan's block and all element-wise work, not attention (op_sac.py)
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e, fe_e))
-        recompute_s = sum(eff.gemm_time_s(M, N, K, ge, peak, hbm, eta) for M, N, K in again) + el_fwd_s
+        recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) + el_fwd_s
         recompute_flops = sum(2.0 * M * N * K for M, N, K in again)
     elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
         recompute_s, recompute_flops = attn_fwd_s, core_flops
@@ -141,11 +136,9 @@ def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Prec
     over forward and backward) on the last stage."""
     T = b * s // cp
     gemm_dtype = precision.gemm_dtype
-    peak = device.flops(gemm_dtype)
-    eta = eff.gemm_eta_max(device.name, gemm_dtype)
     V_l = spec.vocab // tp if spec.vocab >= tp else spec.vocab
-    g = eff.gemm_time_s(T, V_l, spec.hidden, gemm_dtype.bytes, peak, device.hbm_Bps, eta)
-    ce = eff.mem_time_s(19.0 * T * V_l, device.hbm_Bps)
+    g = eff.gemm_s(device, gemm_dtype, T, V_l, spec.hidden)
+    ce = eff.elementwise_s(device, 19.0 * T * V_l, 0)
     flops = 2.0 * T * V_l * spec.hidden
     return LayerCost(fwd_s=g + ce / 3, bwd_s=2 * g + 2 * ce / 3, recompute_s=0.0, gemm_fwd_s=g, attn_fwd_s=0.0,
                      model_flops=3 * flops, recompute_flops=0.0)

@@ -20,6 +20,8 @@ def kind_of(d: Any) -> str:
         raise DistscopeError(f"report: expected a JSON object from a distscope command, got {type(d).__name__}")
     if d.get("kind") in KINDS:
         return str(d["kind"])
+    if d.get("schema") == "distscope.system_profile/1":  # a saved profile: its fits, without the points
+        return "calibration"
     if "best" in d and "top" in d:
         return "plan"
     if "rows" in d and "mape_pct" in d:
@@ -78,9 +80,15 @@ def sections(d: Any) -> tuple[str, list[Section]]:
             _step(d, out)
             out.append(Section("Ranks", html=table(d["ranks"][:64], ["rank", "finish_s", "compute_s", "exposed_comm_s"])))
             return f"distscope simulate: {d['step_time_s']:.4f} s per step", out
-        fits = {f"{lvl}/{op}": fit for lvl, ops in d["profile"]["levels"].items() for op, fit in ops.items()}
-        points = [{**p, "op": f"{p.get('level', 'default')}/{p['op']}"} for p in d["points"]]
+        prof = d.get("profile", d)
+        fits = {f"{lvl}/{op}": fit for lvl, ops in prof["levels"].items() for op, fit in ops.items()}
+        points = [{**p, "op": f"{p.get('level', 'default')}/{p['op']}"} for p in d.get("points", [])]
         out.append(Section("Calibration: measured vs fitted", F.calibration(points, fits)))
-        return f"distscope measure calibrate: {d['profile'].get('name', '')}", out
-    except (KeyError, TypeError, ValueError) as exc:
+        if not points:
+            out.append(Section("Fits only", html="<p>A saved profile holds the fitted lines, not the measured points: "
+                                                 "use <code>measure calibrate --report</code> to draw both.</p>"))
+        return f"distscope measure calibrate: {prof.get('name', '')}", out
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        if isinstance(exc, DistscopeError):
+            raise
         raise DistscopeError(f"report: the {kind} JSON is incomplete or malformed ({type(exc).__name__}: {exc})") from None

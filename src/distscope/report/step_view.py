@@ -2,8 +2,9 @@
 
 The plan's step is built as symmetric Chakra-style traces (trace/builder.py) and simulated (sim/) in
 congestion-unaware mode; the result is plain JSON data (so `distscope report` can redraw it from a
-saved `--json`): timeline rows for up to MAX_RANKS simulated ranks and the collective/p2p bytes each
-process group moves per step on a representative rank.
+saved `--json`): timeline rows for up to MAX_RANKS simulated ranks (each with its category: forward,
+backward, optimizer, or the parallel group of a transfer) and the bytes each representative rank moves
+per step in each parallel group (tp, cp, ep, dp, pp).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 from distscope.plan import Plan
 from distscope.sim.engine import SimOutcome
-from distscope.sim.program import COMPUTE
+from distscope.sim.program import COLL, COMPUTE, RECV
 from distscope.system.topology import Cluster
+from distscope.trace.graph import CollKind, Node, NodeKind
 from distscope.trace.traceset import TraceSet
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -23,14 +25,36 @@ MAX_ROWS = 20000  # timeline bars kept (the largest first); a step of a deep pip
 MAX_GPUS = 65536  # as plan re-ranking: the simulator's cost grows with the data-parallel group
 
 
-def comm_bytes_per_group(traces: TraceSet) -> dict[str, float]:
-    """Bytes each process group's collectives and sends move per step, on the lowest rank of the set."""
-    rank = min(traces.graphs)
-    out: dict[str, float] = {}
-    for n in traces.graphs[rank].nodes:
-        if n.kind.is_comm:
-            key = n.pg_name or ("p2p" if n.comm_kind is None else "world")
-            out[key] = out.get(key, 0.0) + float(n.comm_size_bytes or n.tensor_size_bytes)
+_GROUPS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "dpz": "dp", "emb": "pp"}  # trace/builder.py Group roles
+
+
+def group_of(pg_name: str) -> str:
+    """The parallel group of a process-group name: distscope's own names start with their role
+    (`tp:s0:d0:c0`, `dp:s1:t0`, `emb:…` = the tied-embedding pp pair); other tools' names stay whole."""
+    role = pg_name.split(":", 1)[0] if ":" in pg_name else ""
+    return _GROUPS.get(role, pg_name or "world")
+
+
+def comm_bytes_per_group(traces: TraceSet, max_ranks: int = MAX_RANKS) -> dict[str, dict[str, float]]:
+    """Per traced rank (the first max_ranks: one per pipeline stage in a symmetric set), bytes per step
+    in each parallel group, as nccl-tests counts them: an ALL_GATHER node carries the per-rank shard
+    (Chakra comm_size, as ASTRA-sim reads it), counted as the gathered output (shard x group size);
+    other collectives their buffer; point-to-point (pp) the bytes sent."""
+    out: dict[str, dict[str, float]] = {}
+    for rank in sorted(traces.graphs)[:max_ranks]:
+        acc: dict[str, float] = {}
+        for n in traces.graphs[rank].nodes:
+            if n.kind is NodeKind.COMM_COLL:
+                size = float(n.comm_size_bytes)
+                if n.comm_kind is CollKind.ALL_GATHER:
+                    size *= len(traces.members(n.pg_name, rank))
+                key = group_of(n.pg_name)
+            elif n.kind is NodeKind.COMM_SEND:
+                size, key = float(n.tensor_size_bytes or n.comm_size_bytes), "pp"
+            else:
+                continue
+            acc[key] = acc.get(key, 0.0) + size
+        out[f"rank {rank}"] = acc
     return out
 
 
@@ -50,14 +74,57 @@ def step_view(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             "simulated_step_s": summarize(outcome).step_time_s}
 
 
+def _category(node: Node, kind: int) -> str:
+    if kind == COMPUTE:
+        name = node.name
+        if "_fwd_" in name or name.endswith("_fwd"):
+            return "forward"
+        if "_bwd_" in name or name.endswith("_bwd"):
+            return "backward"
+        return "optimizer" if name.startswith("optimizer") else "compute"
+    return "pp" if node.kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV) else group_of(node.pg_name)
+
+
 def timeline_rows(outcome: SimOutcome) -> list[dict[str, Any]]:
-    """Timeline bars of the first MAX_RANKS simulated ranks (the MAX_ROWS longest), as plain data."""
+    """Timeline bars of the first MAX_RANKS simulated ranks (the MAX_ROWS longest), as plain data.
+
+    Waiting is not drawn as communication: a receive starts when its send left (not when it was
+    posted), a collective `duration` before it ends (its start is this rank's arrival; with the shared
+    network a congested collective shows its uncontended length)."""
     rows: list[dict[str, Any]] = []
     for prog, times in list(zip(outcome.program.ranks, outcome.times, strict=True))[:MAX_RANKS]:
         for i, kind in enumerate(prog.kind):
             s, e = times.start[i], times.end[i]
+            peer = prog.peer[i]
+            if kind == RECV and peer is not None:
+                s = max(s, outcome.times[peer[0]].start[peer[1]])
+            elif kind == COLL:
+                s = max(s, e - prog.dur_s[i])
             if e > s:
                 rows.append({"rank": prog.rank, "track": "compute" if kind == COMPUTE else "comm",
-                             "name": prog.names[i], "start_s": s, "end_s": e})
+                             "category": _category(prog.nodes[i], kind), "name": prog.names[i],
+                             "start_s": s, "end_s": e})
+    rows = _merge_touching(rows)
     rows.sort(key=lambda r: r["end_s"] - r["start_s"], reverse=True)
     return sorted(rows[:MAX_ROWS], key=lambda r: (r["rank"], r["start_s"]))
+
+
+def _merge_touching(rows: list[dict[str, Any]], gap_frac: float = 1e-6) -> list[dict[str, Any]]:
+    """One bar for back-to-back ops of one category on one lane (e.g. a micro-batch's layers): a 0.1 ms
+    layer in a 3 s step is a tenth of a pixel, and would not show on its own."""
+    step = max((r["end_s"] for r in rows), default=0.0)
+    out: list[dict[str, Any]] = []
+    last: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: (r["rank"], r["track"], r["start_s"])):
+        key = (r["rank"], r["track"])
+        prev = last.get(key)
+        if prev is not None and prev["category"] == r["category"] and r["start_s"] - prev["end_s"] <= gap_frac * step:
+            prev["end_s"] = max(prev["end_s"], r["end_s"])
+            prev["ops"] += 1
+            prev["name"] = f"{prev['first']} … {r['name']} ({prev['ops']} ops)"
+            continue
+        last[key] = {**r, "ops": 1, "first": r["name"]}
+        out.append(last[key])
+    for r in out:
+        del r["ops"], r["first"]
+    return out

@@ -47,6 +47,7 @@ def plan_cmd(
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Also search quantized communication (DP grads, ZeRO weights, TP activations).")] = True,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
     link: S.LinkOpt = None,
+    profile: S.ProfileOpt = None,
     max_memory: S.MaxMemoryOpt = None,
     headroom: S.HeadroomOpt = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
@@ -60,7 +61,8 @@ def plan_cmd(
     from distscope.dtypes import Precision
     from distscope.errors import DistscopeError
     from distscope.plan import AttentionImpl, parse_enum
-    from distscope.report.console import err, out, print_json
+    from distscope.report.cli import check_report
+    from distscope.report.console import out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
     from distscope.search.emit import estimate_command
     from distscope.search.explain import explain
@@ -80,6 +82,7 @@ def plan_cmd(
     from distscope.workload.catalog import get_model
     from distscope.workload.training import TrainingShape
 
+    check_report(report)
     if top < 1:
         raise DistscopeError(f"--top={top} must be >= 1")
     if simulate_top < 0:
@@ -91,7 +94,7 @@ def plan_cmd(
     seq = S.default_seq(spec) if seq is None else seq
     S.check_seq(spec, seq)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
-    c = S.build_cluster(cluster, gpus, link, max_memory=max_memory, headroom=headroom)
+    c = S.build_cluster(cluster, gpus, link, profile=profile, max_memory=max_memory, headroom=headroom)
     space = SearchSpace(
         precision=Precision.parse(precision, "--precision"),
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
@@ -103,16 +106,10 @@ def plan_cmd(
         raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "
                              f"it has {', '.join(sorted(TORCHTITAN_MODELS))}")
     space = restrict(fw, space, c.device)
-    if as_json:
-        res = search(spec, shape, c, space, top_k=top)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from distscope.report.progress import progress
 
-        with Progress(TextColumn("searching layouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, transient=True) as bar:
-            task = bar.add_task("search", total=None)
-            res = search(spec, shape, c, space, top_k=top,
-                         progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with progress(None, "searching layouts") as bar:
+        res = search(spec, shape, c, space, top_k=top, progress=bar.update)
     if res.best is None:
         if res.layouts == 0:
             from distscope.search.space import why_no_layout
@@ -131,8 +128,9 @@ def plan_cmd(
     elif simulate_top:
         from distscope.search.rerank import simulate_candidates
 
-        with err.status(f"simulating the top {min(simulate_top, len(ranked))} plans ...", spinner="dots"):
-            simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode)  # type: ignore[arg-type]
+        with progress(min(simulate_top, len(ranked)), "simulating the top plans") as bar:
+            simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode,  # type: ignore[arg-type]
+                                            progress=bar.update)
         first = next(x for x in simulated if x.candidate is res.top[0])
         if simulated[0].simulated_step_s < first.simulated_step_s * (1 - RERANK_TIE):
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from distscope.report.progress import Progress
 from distscope.search.planner import Candidate
 from distscope.sim.api import simulate_traces
 from distscope.sim.cluster_network import ClusterNetwork
@@ -31,12 +32,16 @@ class Simulated:
 
 
 def simulate_candidates(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, candidates: list[Candidate],
-                        mode: NetworkMode = NetworkMode.SHARED) -> list[Simulated]:
-    """Simulate each candidate (symmetric traces) and return them ordered by simulated step time."""
+                        mode: NetworkMode = NetworkMode.SHARED,
+                        progress: Progress | None = None) -> list[Simulated]:
+    """Simulate each candidate (symmetric traces) and return them ordered by simulated step time;
+    `progress(simulated, candidates)` after each."""
     net = ClusterNetwork(cluster)
     out = []
     for c in candidates:
         r = simulate_traces(build_traces(step_spec(spec, shape, cluster, c.plan), symmetric=True), net, mode=mode)
         out.append(Simulated(candidate=c, estimated_step_s=c.step_time_s, simulated_step_s=r.step_time_s,
                              sim_wall_s=r.wall_s))
+        if progress is not None:
+            progress(len(out), len(candidates))
     return sorted(out, key=lambda s: s.simulated_step_s)

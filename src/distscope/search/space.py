@@ -152,8 +152,14 @@ def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, clu
     if not tps:
         return (f"no tensor-parallel degree works: tp must divide heads={spec.heads} and gpus={n}, match "
                 f"kv_heads={spec.kv_heads}, and be <= {space.max_tp or cluster.gpus_per_node} (--max-tp)")
-    smallest_dp = min(n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t)
-                      for p in pp_values(space, spec, n // (t * c)))
+    dps = [n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t)
+           for p in pp_values(space, spec, n // (t * c))]
+    if not dps:
+        return (f"no (tp, cp, pp) combination divides gpus={n}: tp in {tps}, "
+                f"pp in {list(space.pp) if space.pp else 'divisors of layers=' + str(spec.layers)}, "
+                f"cp in {list(space.cp) if space.cp else '<= ' + str(space.max_cp)}; "
+                f"pick --pp/--cp values whose product with tp divides {n}")
+    smallest_dp = min(dps)
     if shape.global_batch < smallest_dp:
         return (f"global_batch={shape.global_batch} is smaller than the fewest data-parallel ways possible: "
                 f"gpus={n} / (tp·pp·cp) >= {smallest_dp} with tp <= {max(tps)}, pp <= {spec.layers} layers, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from distscope.sim.engine import SimOutcome, simulate_program
 from distscope.sim.network import NetworkMode, NetworkModel
@@ -20,8 +21,10 @@ def run_traces(
     symmetric: bool = True,
     device: Device | None = None,
     single_comm_stream: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimOutcome:
-    """Compile (validate, match, fold symmetric ranks) and simulate."""
+    """Compile (validate, match, fold symmetric ranks) and simulate; `progress(done, total)` as
+    simulate_program reports it."""
     t0 = time.perf_counter()
     with gc_paused():
         program = compile_program(
@@ -32,7 +35,7 @@ def run_traces(
             single_comm_stream=single_comm_stream,
             with_resources=mode is NetworkMode.SHARED,
         )
-        outcome = simulate_program(program, shared=mode is NetworkMode.SHARED)
+        outcome = simulate_program(program, shared=mode is NetworkMode.SHARED, progress=progress)
     outcome.wall_s = time.perf_counter() - t0
     return outcome
 

@@ -12,6 +12,8 @@ import typer
 from distscope.errors import DistscopeError, closest
 
 if TYPE_CHECKING:
+    from distscope.measure.kernel_profile import KernelProfile
+    from distscope.sim.program import Device
     from distscope.sim.result import SimResult
 
 MODES = ("unaware", "shared")
@@ -45,6 +47,11 @@ def simulate(
     link: Annotated[
         str | None, typer.Option("--link", help="With --cluster: level bandwidths in GB/s, e.g. nvlink=300,ib=25.")
     ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="With --cluster: system profile JSON (measure calibrate/kernels): measured α/β "
+                     "replace the preset's links; kernel tables price compute nodes that carry no duration."),
+    ] = None,
     network_mode: Annotated[
         str,
         typer.Option(
@@ -76,6 +83,7 @@ def simulate(
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
     from distscope.dtypes import DType
+    from distscope.report.cli import check_report
     from distscope.sim.api import run_traces
     from distscope.sim.astra_config import read_network, read_system
     from distscope.sim.network import AstraNetwork, NetworkMode, NetworkModel
@@ -83,6 +91,7 @@ def simulate(
     from distscope.sim.result import summarize, write_timeline
     from distscope.trace.chakra_io import MANIFEST, read_symmetric, read_traces
 
+    check_report(report)
     if network_mode not in MODES:
         raise DistscopeError(
             f"--network-mode={network_mode!r} is not one of {list(MODES)}{closest(network_mode, MODES)}"
@@ -101,12 +110,16 @@ def simulate(
         from distscope.scenario import build_cluster
         from distscope.sim.cluster_network import ClusterNetwork
 
-        c = build_cluster(cluster, gpus, link)
+        c = build_cluster(cluster, gpus, link, profile)
         model = ClusterNetwork(c)
         device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
+        if c.device.kernels is not None:
+            device = _measured_device(c.device.kernels, device)
         where = f"cluster {cluster!r} x{gpus}"
         npus = c.num_gpus
     else:
+        if profile is not None:
+            raise DistscopeError("--profile applies to --cluster; ASTRA-sim --network/--system carry their own numbers")
         if network is None or system is None:
             raise DistscopeError("simulate needs --network NET.yml and --system SYS.json, or --cluster NAME --gpus N")
         net = read_network(network)
@@ -116,19 +129,32 @@ def simulate(
         where = f"network {str(network)!r}"
         npus = net.num_npus
     from distscope.report.progress import progress
-    from distscope.trace.chakra_io import trace_files
 
     symmetric_dir = Path(target, MANIFEST).is_file()
-    if symmetric_dir:
-        with progress(None, "reading traces"):
-            traces = read_symmetric(target)
+    prefix = None if symmetric_dir else _resolve_prefix(target)
+    if prefix is not None:  # a rank-count mismatch is known before any file is read
+        from distscope.trace.chakra_io import trace_files
+
+        files = len(trace_files(prefix))
+        if files != npus:
+            raise DistscopeError(f"traces {target!r} have {files} ranks but {where} has {npus}")
     else:
-        prefix = _resolve_prefix(target)
-        with progress(len(trace_files(prefix)), "reading traces") as advance:
-            traces = read_traces(prefix, on_rank=advance)
+        from distscope.userfile import read_json
+
+        manifest = read_json(Path(target, MANIFEST), "manifest")
+        if isinstance(manifest.get("num_ranks"), int) and manifest["num_ranks"] != npus:
+            raise DistscopeError(f"traces {target!r} have {manifest['num_ranks']} ranks but {where} has {npus}")
+        reps = manifest.get("representatives")
+        files = len(reps) if isinstance(reps, list) else 0  # one file per representative rank
+    with progress(files or None, "reading traces") as advance:
+        traces = read_symmetric(target, on_rank=advance) if prefix is None else read_traces(prefix, on_rank=advance)
     if traces.num_ranks != npus:
         raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
-    with progress(None, f"simulating {traces.num_ranks:,} ranks"):
+    with progress(None, f"matching collectives of {traces.num_ranks:,} ranks") as bar:
+        def simulated(done: int, total: int) -> None:  # called every 32k events once the simulation runs
+            bar.describe("simulating (nodes done)")
+            bar.update(done, total)
+
         outcome = run_traces(
             traces,
             model,
@@ -136,6 +162,7 @@ def simulate(
             symmetric=symmetry,
             device=device,
             single_comm_stream=comm_streams == "single",
+            progress=simulated,
         )
     result = summarize(outcome)
     if timeline is not None:
@@ -152,6 +179,18 @@ def simulate(
         return
     _print_table(result)
 
+
+
+def _measured_device(kp: KernelProfile, device: Device) -> Device:
+    """Compute nodes that carry only FLOPs and bytes run at the profile's best measured bf16 GEMM
+    throughput and element-wise bandwidth (traces from `trace generate --profile` carry durations)."""
+    import dataclasses
+
+    from distscope.dtypes import DType
+
+    peak = kp.gemm[DType.BF16].max_value * 1e12 if DType.BF16 in kp.gemm else device.peak_flops
+    bw = kp.elementwise.max_value * 1e9 if kp.elementwise is not None else device.mem_bw_Bps
+    return dataclasses.replace(device, peak_flops=peak, mem_bw_Bps=bw)
 
 
 def _print_table(result: SimResult) -> None:

@@ -35,11 +35,24 @@ class EventLoop:
     def after(self, delay: float, callback: Callback, priority: int = 0) -> None:
         self.at(self.now + delay, callback, priority)
 
-    def run(self) -> float:
-        """Process events until none remain; returns the time of the last one."""
+    @property
+    def pending(self) -> bool:
+        return bool(self._heap)
+
+    def run(self, max_events: int | None = None) -> float:
+        """Process events until none remain (or `max_events` more have run, so a caller can report
+        progress between batches); returns the time of the last one."""
         heap = self._heap
         pop = heapq.heappop
-        while heap:
+        if max_events is None:
+            while heap:
+                time, _, _, callback = pop(heap)
+                self.now = time
+                self.events += 1
+                callback()
+            return self.now
+        stop = self.events + max_events
+        while heap and self.events < stop:
             time, _, _, callback = pop(heap)
             self.now = time
             self.events += 1

@@ -10,6 +10,9 @@ so an all-reduce of S bytes on n ranks of that level is priced α + β·S again,
 off on a profiled level and the algorithm is not re-chosen there: the measured fit already contains
 whatever algorithm the library chose.
 
+A `kernels` section (measure/kernel_profile.py) is attached to the cluster's device, where the
+efficiency model (model/efficiency.py) prefers it over its analytic curve.
+
 Profile level names map to cluster levels by name, or `intra_node`/`default` -> the innermost level,
 `inter_node` -> the outermost.
 """
@@ -65,8 +68,12 @@ def calibrated_level(level: Level, fits: dict[CollectiveOp, OpFit]) -> Level:
 
 
 def apply_profile(cluster: Cluster, profile: SystemProfile) -> Cluster:
+    """Measured links replace the profiled levels; measured kernel tables ride on the device."""
     levels = list(cluster.levels)
     for name, fits in profile.levels.items():
         k = _level_index(cluster, name)
         levels[k] = calibrated_level(levels[k], fits)
-    return dataclasses.replace(cluster, name=f"{cluster.name}+{profile.name}", levels=tuple(levels))
+    device = cluster.device
+    if profile.kernels is not None:
+        device = dataclasses.replace(device, kernels=profile.kernels)
+    return dataclasses.replace(cluster, name=f"{cluster.name}+{profile.name}", levels=tuple(levels), device=device)

@@ -6,10 +6,13 @@ import dataclasses
 import functools
 import json
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError, closest
+
+if TYPE_CHECKING:
+    from distscope.measure.kernel_profile import KernelProfile
 
 GiB = 2**30
 
@@ -23,6 +26,9 @@ class Device:
     usable_bytes: float = 0.0  # the total the driver reports (nvidia-smi/rocm-smi); 0 = hbm_bytes
     source: str = ""
     usable_source: str = ""
+    # Measured kernel tables (`distscope measure kernels`, applied with --profile): where they cover a
+    # kernel, they replace the efficiency model (model/efficiency.py). Hashed by identity.
+    kernels: KernelProfile | None = None
 
     def __post_init__(self) -> None:
         if self.usable_bytes <= 0:

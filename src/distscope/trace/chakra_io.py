@@ -258,15 +258,16 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "distscope-symmetric/1"
 
 
-def write_symmetric(directory: str | Path, traces: TraceSet, prefix: str = "step") -> Path:
+def write_symmetric(directory: str | Path, traces: TraceSet, prefix: str = "step",
+                    on_rank: Callable[[], None] | None = None) -> Path:
     """Write a symmetric trace set: `PREFIX.<rep>.et` for each representative rank plus `manifest.json`
-    ({"format", "prefix", "num_ranks", "class_of": representative rank of every rank})."""
+    ({"format", "prefix", "num_ranks", "class_of": representative rank of every rank}); `on_rank` per file."""
     import json
 
     if traces.class_of is None:
         raise DistscopeError("write_symmetric needs a symmetric trace set (class_of)")
     directory = Path(directory)
-    write_traces(directory / prefix, traces)
+    write_traces(directory / prefix, traces, on_rank)
     manifest = {
         "format": MANIFEST_FORMAT,
         "prefix": prefix,
@@ -279,8 +280,8 @@ def write_symmetric(directory: str | Path, traces: TraceSet, prefix: str = "step
     return path
 
 
-def read_symmetric(directory: str | Path) -> TraceSet:
-    """Read a directory written by `write_symmetric`."""
+def read_symmetric(directory: str | Path, on_rank: Callable[[], None] | None = None) -> TraceSet:
+    """Read a directory written by `write_symmetric` (`on_rank` is called per file: progress)."""
     import json
 
     _chakra()
@@ -301,5 +302,7 @@ def read_symmetric(directory: str | Path) -> TraceSet:
     for rep in sorted(set(class_of)):
         graph, declared = read_rank(Path(directory) / f"{manifest['prefix']}.{rep}.et", rep)
         graphs[rep] = graph
+        if on_rank is not None:
+            on_rank()
         groups.update(declared)
     return TraceSet(graphs=graphs, process_groups=groups, class_of=class_of)

@@ -75,6 +75,7 @@ def generate(
     attention: S.AttentionOpt = "flash",
     stage_layers: S.StageLayersOpt = None,
     link: S.LinkOpt = None,
+    profile: S.ProfileOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
     symmetric: Annotated[
         bool,
@@ -116,6 +117,7 @@ def generate(
         attention=attention,
         stage_layers=stage_layers,
         link=link,
+        profile=profile,
     )
     from distscope.report.progress import progress
     from distscope.trace.builder import traced_ranks
@@ -128,7 +130,7 @@ def generate(
     check_writable_dir(out_dir, "-o")
     with progress(len(traces.graphs), f"writing trace files to {out_dir}") as advance:
         if symmetric:
-            write_symmetric(out_dir, traces, prefix=prefix)
+            write_symmetric(out_dir, traces, prefix=prefix, on_rank=advance)
         else:
             write_traces(out_dir / prefix, traces, on_rank=advance)
     summary = {

@@ -19,9 +19,11 @@ def validate_cmd(
     from rich.table import Table
 
     from distscope.measure.profile import load_profile
+    from distscope.report.cli import check_report
     from distscope.report.console import err, out, print_json
     from distscope.validate.harness import summary, validate_file
 
+    check_report(report)
     prof = load_profile(Path(profile)) if profile else None
     with err.status("predicting rows ...", spinner="dots"):
         results = validate_file(csv_file, prof)
