@@ -35,3 +35,12 @@ def test_framework_loss_memory() -> None:
     assert tt.loss_bytes(1.0, 2.0, 8) == (0.0, 14.0)
     assert mg.loss_bytes(1.0, 2.0, 1) == (6.0, 4.0) == mg.loss_bytes(1.0, 2.0, 8)
     assert FRAMEWORK_MEMORY[Framework.ANY] is mg
+
+
+def test_head_input_memory() -> None:
+    """The final norm's input (e·T·h/t under SP) plus the LM head's saved input: Megatron keeps the
+    sequence shard and re-gathers it in backward, torchtitan's DTensor linear keeps the gathered T×h."""
+    tt, mg = FRAMEWORK_MEMORY[Framework.TORCHTITAN], FRAMEWORK_MEMORY[Framework.MEGATRON]
+    assert mg.head_input_bytes(8.0, 2.0, 8, True) == 2.0 * 2.0
+    assert tt.head_input_bytes(8.0, 2.0, 8, True) == 2.0 + 16.0
+    assert mg.head_input_bytes(8.0, 2.0, 8, False) == tt.head_input_bytes(8.0, 2.0, 8, False) == 32.0

@@ -467,7 +467,7 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     logits = T * spec.vocab / plan.tp
     loss_held, loss_peak = fm.loss_bytes(logits, e, plan.tp)
     if last:  # the loss's logits copies held through the last stage's backward (framework_memory.py)
-        act += loss_held
+        act += loss_held + fm.head_input_bytes(T * spec.hidden, e, plan.tp, plan.sp)
         if fm.pipeline_keeps_outputs and plan.pp > 1:
             act += m * logits * e
         # Transient peak on top of what is held: the loss's own peak (the fp32 gradient of the logits)

@@ -19,6 +19,13 @@ the same date:
   Megatron-FSDP keeps a bf16 shard beside the fp32 main parameters); the root module (embedding,
   final norm, LM head) is never resharded after forward (FSDP2 `_lazy_init`: "the parameters would
   be freed and all-gathered immediately"), so they stay gathered from forward to the end of backward.
+- LM head input: the output projection keeps its input for the weight gradient, and the final norm
+  keeps its own input (the last block's output, e·T·h·r). Under sequence parallelism Megatron's
+  ColumnParallelLinear saves the local sequence shard and all-gathers it again in backward
+  (megatron/core/tensor_parallel/layers.py `LinearWithGradAccumulationAndAsyncCommunication`:
+  `ctx.save_for_backward(input, weight)` before the all-gather): e·T·h/t; torchtitan's DTensor
+  ColwiseParallel output layer redistributes its input to Replicate before the matmul, whose autograd
+  node saves the gathered tensor: e·T·h.
 - torch.distributed.pipelining (stage.py `forward_one_chunk`): the last stage keeps every
   micro-batch's output (the logits, activation dtype) in `output_chunks` until the step returns.
 """
@@ -42,6 +49,13 @@ class FrameworkMemory:
     fsdp_fp32_shards: bool  # ZeRO-3 shards are fp32 and double as Adam's master weights
     fsdp_root_gathered: bool  # embedding, final norm and LM head stay gathered under ZeRO-3
     pipeline_keeps_outputs: bool  # the last stage keeps every micro-batch's logits until the step ends
+    head_saves_gathered_input: bool  # the LM head keeps its all-gathered (not sequence-sharded) input under SP
+
+    def head_input_bytes(self, tokens_hidden: float, e: float, tp: int, sp: bool) -> float:
+        """Bytes the last stage keeps for the final norm and the LM head's backward, for `tokens_hidden`
+        = T·h local token-features (module docstring)."""
+        r = 1.0 / tp if sp else 1.0
+        return tokens_hidden * e * (r + (1.0 if self.head_saves_gathered_input or not sp else r))
 
     def loss_bytes(self, logits: float, e: float, tp: int) -> tuple[float, float]:
         """(held, transient peak) bytes of the loss for `logits` local logits of e-byte activations."""
@@ -52,11 +66,11 @@ class FrameworkMemory:
 
 _MEGATRON = FrameworkMemory(loss_held_act=1, loss_held_fp32=1, loss_peak_act=0, loss_peak_fp32=1,
                             loss_parallel_peak_act=0, fsdp_fp32_shards=False, fsdp_root_gathered=False,
-                            pipeline_keeps_outputs=False)
+                            pipeline_keeps_outputs=False, head_saves_gathered_input=False)
 # forward e + 8 (e + 12 with loss parallel), backward 12: the larger of the two (e = 2)
 _TORCHTITAN = FrameworkMemory(loss_held_act=0, loss_held_fp32=0, loss_peak_act=0, loss_peak_fp32=3,
                               loss_parallel_peak_act=1, fsdp_fp32_shards=True, fsdp_root_gathered=True,
-                              pipeline_keeps_outputs=True)
+                              pipeline_keeps_outputs=True, head_saves_gathered_input=True)
 
 FRAMEWORK_MEMORY: dict[Framework, FrameworkMemory] = {
     Framework.ANY: _MEGATRON,
