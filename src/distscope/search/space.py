@@ -119,7 +119,7 @@ def pp_values(space: SearchSpace, spec: ModelSpec, rest: int) -> list[int]:
 def vp_values(space: SearchSpace, spec: ModelSpec, pp: int) -> list[int]:
     if pp == 1:
         return [1]
-    return [v for v in range(1, space.max_vp + 1) if pp * v <= spec.layers]
+    return list(range(1, min(space.max_vp, spec.layers // pp) + 1))  # bounded by the layers, not by --max-vp
 
 
 def ep_values(space: SearchSpace, spec: ModelSpec, dp_cp: int) -> list[int]:
