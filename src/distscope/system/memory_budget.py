@@ -15,8 +15,8 @@ headroom: a fraction kept free for what no per-tensor model sees: the caching al
   documented default, not a fit: at ~4 GiB on an 80 GB part it covers the CUDA context growth and
   NCCL buffers of large jobs beyond the 2 GiB workspace.
   Evidence (data/evidence/memory_runs.csv, tests/core/test_memory_validation.py): the model's tensors
-  fall short of every published allocator peak: of Megatron-LM's max-allocated peaks by 4.4-8.2%,
-  of torchtitan's eager max-reserved peaks (expandable segments on) by 11.8-12.5%, and of its compiled
+  fall short of almost every published allocator peak: of Megatron-LM's peaks by up to 8.7% (one of
+  8 over by 0.3%), of torchtitan's eager max-reserved peaks (expandable segments on) by 11.8-12.5%, and of its compiled
   FSDP+TP(+PP) runs by up to 28%. The 5% default plus the 2 GiB workspace (~7.5% of an 80 GB H100)
   covers most of the first, not the second: for torchtitan-like runs near capacity use `--headroom 0.15`.
 """

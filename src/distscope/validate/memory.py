@@ -10,6 +10,8 @@ what the capacity headroom (system/memory_budget.py) exists for.
 
 The model is named by `model` (a catalog key), or, when `model` is blank, by `arch`, `layers`,
 `hidden`, `heads`, `kv_heads`, `ffn_hidden`, `ffn_act` and `vocab` as in data/validation/README.md.
+`attention` (flash/unfused) is optional: blank = flash. `measure` = unstated marks a source that prints a
+peak without saying whether it is allocated or reserved.
 `compiled` = 1 marks torch.compile runs: compilation fuses element-wise work and changes which
 intermediates exist, which the model does not describe, so those rows are reported apart.
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.estimate import estimate
-from distscope.plan import Framework, Plan, Recompute, Schedule
+from distscope.plan import AttentionImpl, Framework, Plan, Recompute, Schedule
 from distscope.system.presets import get_cluster
 from distscope.userfile import read_text
 from distscope.validate.rows import _Cells, _spec
@@ -40,6 +42,7 @@ GiB = 2**30
 class Measure(enum.Enum):
     MAX_ALLOCATED = "max_allocated"  # torch.cuda.max_memory_allocated
     MAX_RESERVED = "max_reserved"  # torch.cuda.max_memory_reserved (torchtitan's memory monitor)
+    UNSTATED = "unstated"  # the source prints a peak without saying which (Megatron's report_memory logs both)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +84,8 @@ def check_row(row: dict[str, str], line: int) -> MemoryCheck:
                     distributed_optimizer=bool(c.flag("distributed_optimizer")), micro_batch=c.int("micro_batch"),
                     recompute=_enum(c, Recompute, "recompute"), precision=_enum(c, Precision, "precision"),  # type: ignore[arg-type]
                     schedule=_enum(c, Schedule, "schedule"), sequence_parallel=bool(c.flag("sequence_parallel")),  # type: ignore[arg-type]
+                    attention=(_enum(c, AttentionImpl, "attention") if (row.get("attention") or "").strip()  # type: ignore[arg-type]
+                               else AttentionImpl.FLASH),
                     stage_layers=tuple(int(x) for x in (row.get("stage_layers") or "").split(",") if x.strip()),
                     # torchtitan's FSDP policy: reshard_after_forward = not pp_enabled
                     # (torchtitan@9dec370 parallelisms/parallelize_llama.py apply_fsdp)
