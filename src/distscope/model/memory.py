@@ -13,7 +13,8 @@ sbh(10 + 24/t + 5as/(ht)) without SP, and sbh/t·(34 + 5as/h) with SP):
   unfused attention a_l·s·(2e+1) per token (softmax out, dropout mask, dropout out),
   fused attention 4·a_l per token (fp32 log-sum-exp)
 with T = b·s/cp tokens, r = 1/t under sequence parallelism (else 1). Selective recompute drops the
-s² terms; full recompute keeps only the layer input e·T·h·r. Under FP8 Transformer Engine saves
+s² terms; full recompute keeps only the layer input e·T·h·r; torchtitan's per-op selective
+checkpointing keeps what model/op_sac.py lists. Under FP8 Transformer Engine saves
 the FP8 cast of each GEMM input (1 byte) instead of the bf16 tensor. In-flight micro-batches per pipeline
 rank and schedule: model/schedules.py (inflight_sets).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from distscope.model import op_sac
 from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
 
@@ -59,6 +61,14 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     h = spec.hidden
     if plan.recompute is Recompute.FULL:
         return e * T * h * r
+    if plan.recompute is Recompute.SELECTIVE_OP:
+        M_e = fe_e = 0.0
+        if moe_layer:
+            assert spec.moe is not None
+            routed = min(1.0, plan.capacity_factor or 1.0)
+            M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed
+            fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
+        return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
     gi = plan.precision.gemm_dtype.bytes  # bytes of a saved GEMM input
     a_l = spec.heads / tp
     g_l = max(spec.kv_heads // tp, 1)

@@ -21,7 +21,8 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "recompute": plan.recompute.value, "recompute_layers": plan.recompute_layers,
         "schedule": plan.schedule.value, "precision": plan.precision.value,
         "overlap": sorted(d.value for d in plan.overlap), "attention": plan.attention.value,
-        "stage_layers": list(plan.stage_layers),
+        "stage_layers": list(plan.stage_layers), "framework": plan.framework.value,
+        "reshard_after_forward": plan.reshard_after_forward,
     }
 
 

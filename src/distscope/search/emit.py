@@ -20,7 +20,7 @@ import shlex
 
 from distscope.dtypes import Precision
 from distscope.model.stages import chunk_sizes
-from distscope.plan import Dim, Plan, Recompute, Schedule
+from distscope.plan import Dim, Framework, Plan, Recompute, Schedule
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -123,7 +123,7 @@ def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_pe
     module, base, plain_flavor = TORCHTITAN_MODELS[spec.name]
     shard = plan.zero_stage == 3
     m = plan.microbatches(shape.global_batch)
-    ac = {Recompute.NONE: None, Recompute.SELECTIVE: "SelectiveAC", Recompute.FULL: "FullAC"}[plan.recompute]
+    ac = {Recompute.NONE: None, Recompute.SELECTIVE_OP: "SelectiveAC", Recompute.FULL: "FullAC"}[plan.recompute]
     lines = [
         f'"""distscope plan for torchtitan (config API of pytorch/torchtitan@{pinned_commit()[:8]}).',
         "",
@@ -167,8 +167,6 @@ def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_pe
                  ("compile.enable_async_tensor_parallel", True)]  # async TP requires the compiled model
     lines += [f"    config.{k} = {v!r}" for k, v in set_]
     lines.append(f"    config.activation_checkpoint = {ac + '.Config()' if ac else 'None'}")
-    if plan.recompute is Recompute.SELECTIVE:
-        lines.append("    # SelectiveAC is torchtitan's per-op policy; distscope priced Korthikanti-style selective recompute")
     lines += ["    return config", ""]
     return "\n".join(lines)
 
@@ -194,6 +192,8 @@ def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: 
         a.append("--moe-a2a-overlap")
     if plan.stage_layers:
         a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
+    if plan.framework is not Framework.ANY:
+        a += ["--framework", plan.framework.value]
     if plan.compressed:
         from distscope.search.compression import config_label
 

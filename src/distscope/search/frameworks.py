@@ -14,7 +14,10 @@ Megatron-LM (megatron/training/arguments.py validate_args, pinned in data/megatr
 torchtitan (pytorch/torchtitan, pinned in data/torchtitan_config.json):
 - FSDP2 shards parameters, gradients and optimizer state together: ZeRO-3 (`data_parallel_shard_degree`)
   or plain replication (`data_parallel_replicate_degree`); no ZeRO-1/2 and no Megatron distributed optimizer;
-- activation checkpointing is full (every block), per-op selective, or none: no block recompute of k layers;
+- activation checkpointing is full (every block), per-op selective (recompute=selective-op), or none: no
+  block recompute of k layers, no Megatron-style core-attention recompute;
+- its memory differs from Megatron's (FSDP2, its loss, its pipeline runtime: model/framework_memory.py),
+  so a plan is offered for the framework whose memory it was priced with (Plan.framework; ANY = neutral).
 - pipeline schedules of torch.distributed.pipelining: GPipe, 1F1B, Interleaved1F1B, ZBVZeroBubble;
 - model definitions exist for Llama 3/3.1 and DeepSeek-V3 among the catalog's models.
 """
@@ -22,20 +25,12 @@ torchtitan (pytorch/torchtitan, pinned in data/torchtitan_config.json):
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from distscope.dtypes import Precision
-from distscope.plan import Plan, Recompute, Schedule
+from distscope.plan import Framework, Plan, Recompute, Schedule
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
-
-
-class Framework(enum.Enum):
-    ANY = "any"
-    MEGATRON = "megatron"
-    TORCHTITAN = "torchtitan"
-
 
 # torchtitan config-registry functions that build each catalog model (torchtitan/models/*/config_registry.py),
 # and the model_registry flavor to rebuild the model with when the shipped recipe turns on Float8
@@ -90,6 +85,13 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
         if plan.etp not in (None, plan.tp) or plan.capacity_factor is not None or plan.moe_a2a_overlap:
             out.append("distscope does not emit torchtitan's expert tensor parallelism, capacity factor or "
                        "all-to-all overlap")
+        if plan.recompute is Recompute.SELECTIVE:
+            out.append("torchtitan's selective AC is per-op (recompute=selective-op), not Megatron's core-attention "
+                       "recompute")
+    if fw is Framework.MEGATRON and plan.recompute is Recompute.SELECTIVE_OP:
+        out.append("Megatron-LM has no per-op selective checkpointing (recompute=selective-op is torchtitan's)")
+    if fw is not Framework.ANY and plan.framework not in (Framework.ANY, fw):
+        out.append(f"the plan's memory is {plan.framework.value}'s (model/framework_memory.py), not {fw.value}'s")
     return out
 
 
@@ -97,11 +99,11 @@ def restrict(fw: Framework, space: SearchSpace, device: Device) -> SearchSpace:
     """The planner's space narrowed to what `fw` runs (model support is checked by the caller)."""
     if fw is Framework.TORCHTITAN:
         return dataclasses.replace(space, shardings=(Sharding.DDP, Sharding.ZERO3), block_recompute=False,
+                                   selective_recompute=False, framework=fw,
                                    schedules=_only(space.schedules, TORCHTITAN_SCHEDULES, "torchtitan"))
     if fw is Framework.MEGATRON:
-        space = dataclasses.replace(space, schedules=_only(space.schedules, MEGATRON_SCHEDULES, "megatron"))
-        if pre_blackwell(device):
-            return dataclasses.replace(space, sharded_dp_needs_plain_layout=True)
+        return dataclasses.replace(space, sharded_dp_needs_plain_layout=pre_blackwell(device), framework=fw,
+                                   schedules=_only(space.schedules, MEGATRON_SCHEDULES, "megatron"))
     return space
 
 

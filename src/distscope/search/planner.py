@@ -9,7 +9,8 @@ increasing order; for each:
 3. full recompute of every layer (the least memory): if even that does not fit, stop (memory grows
    with the micro-batch);
 4. otherwise bisect the fewest block-recomputed layers per chunk that fit, and try selective
-   recompute (unfused attention only; with flash attention it equals none).
+   recompute (unfused attention only; with flash attention it equals none) and, for torchtitan,
+   its per-op selective checkpointing.
 Branch and bound: with stage times t_i >= their compute c_i and t_max >= t_avg, the pipeline
 m·t_max + (Σt − t_max)/vp >= (m + (pp − 1)/vp) · c_avg, c_avg = (Σ_layers (fwd + bwd) + LM head) / pp
 (no recompute, no communication). A (layout, sequence parallel, micro-batch) whose bound is not below
@@ -31,7 +32,7 @@ from distscope.model.estimate import estimate
 from distscope.model.layer import head_cost, layer_cost
 from distscope.model.result import Estimate
 from distscope.model.stages import chunk_sizes
-from distscope.plan import AttentionImpl, Placement, Plan, Recompute, Schedule
+from distscope.plan import AttentionImpl, Framework, Placement, Plan, Recompute, Schedule
 from distscope.search.partition import layer_costs, min_max_partition, part_costs
 from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches, shardings_for
 from distscope.system.topology import Cluster
@@ -189,8 +190,13 @@ class _Search:
                         best = Candidate(p, e)
                 else:
                     lo = mid + 1
+        tries = []
         if plan.attention is AttentionImpl.UNFUSED and self.space.selective_recompute:
-            sel = dataclasses.replace(plan, recompute=Recompute.SELECTIVE)
+            tries.append(Recompute.SELECTIVE)
+        if self.space.framework is Framework.TORCHTITAN:
+            tries.append(Recompute.SELECTIVE_OP)  # torchtitan's per-op selective checkpointing (model/op_sac.py)
+        for rc in tries:
+            sel = dataclasses.replace(plan, recompute=rc)
             e = self.est(sel)
             if e.feasible and e.step_time_s < best.step_time_s:
                 best = Candidate(sel, e)

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
-from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Plan, Recompute, Schedule
+from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Framework, Plan, Recompute, Schedule
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -74,6 +74,9 @@ class SearchSpace:
     # ZeRO-2/3 only where tp = cp = 1 (Megatron-FSDP before Blackwell: search/frameworks.py)
     sharded_dp_needs_plain_layout: bool = False
     schedules: tuple[Schedule, ...] = DEFAULT_SCHEDULES
+    # the framework the plans are for: their memory accounting (model/framework_memory.py), torchtitan's
+    # per-op selective recompute and its FSDP policy under PP (search/frameworks.py `restrict`)
+    framework: Framework = Framework.ANY
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
@@ -219,6 +222,9 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
         zero_stage=zero, distributed_optimizer=dist_opt, micro_batch=micro_batch,
         schedule=lay.schedule,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
+        framework=space.framework,
+        # torchtitan's default FSDP policy keeps parameters gathered across micro-batches under PP
+        reshard_after_forward=not (space.framework is Framework.TORCHTITAN and zero == 3 and lay.pp > 1),
     )
 
 
