@@ -108,8 +108,9 @@ class CaptureSummary:
 
     @property
     def step_s(self) -> float:
-        """The measured step: the mean over ranks of each rank's step (they are coupled by collectives)."""
-        return sum(self.step_s_by_rank.values()) / len(self.step_s_by_rank)
+        """The measured step: every rank starts it together (recorder.py meets them in the c10d store
+        first), and it lasts until the last rank's optimizer.step() returns, as the simulated step does."""
+        return max(self.step_s_by_rank.values())
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -183,16 +183,23 @@ def _check_version(path: Path, gm: Any, meta: dict[str, object]) -> None:
 
 
 def _leaf_times(nodes: list[Node]) -> list[Node]:
-    """In PyTorch-derived traces ctrl_deps name the caller (chakra's converter: `ctrl_deps = parent`), and
-    a caller's recorded time contains its callees'. Only leaf ops and device kernels take time, so a node
-    that another node names in ctrl_deps is kept (its dependencies still order the trace) at zero time."""
-    callers = {d for n in nodes for d in n.ctrl_deps}
-    if not callers:
+    """Nesting is never counted twice. In PyTorch-derived traces ctrl_deps name the calling op
+    (chakra's converter: `ctrl_deps = parent`). mlc-chakra's converter writes each op's exclusive time
+    (`duration_micros = exclusive_dur`, pytorch_converter.py), which sums without double counting; a
+    trace that records inclusive times instead (a caller's time covers its callees', i.e. it is at least
+    their sum) gets only its leaves timed: such callers are kept, for their dependencies, at zero time."""
+    callees: dict[int, float] = {}
+    for n in nodes:
+        for d in n.ctrl_deps:
+            callees[d] = callees.get(d, 0.0) + n.duration_s
+    if not callees:
         return nodes
     import dataclasses
 
     return [
-        dataclasses.replace(n, duration_s=0.0) if n.id in callers and n.kind is NodeKind.COMP and n.duration_s else n
+        dataclasses.replace(n, duration_s=0.0)
+        if n.id in callees and n.kind is NodeKind.COMP and n.duration_s > 0 and n.duration_s >= callees[n.id]
+        else n
         for n in nodes
     ]
 
@@ -388,6 +395,14 @@ def read_traces(prefix: str | Path) -> TraceSet:
                 )
             groups[name] = ranks
         labels.update(graph.metadata.get("pg_labels", {}))  # type: ignore[call-overload]
+    beyond = sorted({r for ranks in groups.values() for r in ranks if r >= len(files)})
+    if beyond:
+        name = next(n for n, ranks in groups.items() if beyond[0] in ranks)
+        stem = Path(prefix).name
+        raise DistscopeError(
+            f"trace prefix {str(prefix)!r}: missing rank {beyond[0]}: process group {name!r} lists it but there "
+            f"is no {stem}.{beyond[0]}.et (files for ranks 0..{len(files) - 1})"
+        )
     return TraceSet(graphs=graphs, process_groups=groups, group_labels=labels)
 
 

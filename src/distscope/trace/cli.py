@@ -192,7 +192,7 @@ def capture_cmd(
         sys.stdout.write(json.dumps(summary.to_json()) + "\n")
         return
     typer.echo(f"captured step {summary.step} of {summary.world_size} ranks into {out}/{'step'}.<rank>.et")
-    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (mean over ranks; "
+    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (the last rank to finish; "
                + ", ".join(f"r{r} {s * 1e3:.1f}" for r, s in sorted(summary.step_s_by_rank.items())) + ")")
     for group, ops in summary.comm_bytes_by_group.items():
         typer.echo(f"  {group}: " + ", ".join(f"{op} {b:,} B" for op, b in sorted(ops.items())) + " (all ranks)")

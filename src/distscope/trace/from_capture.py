@@ -1,6 +1,6 @@
 """One captured training step (linked ET+ JSON of one rank, see `trace.link`) -> distscope's RankGraph.
 
-What the capture records (trace/capture.py): the step is a `distscope::step` record function on the
+What the capture records (trace/recorder.py): the step is a `distscope::step` record function on the
 thread that runs the training loop; every collective or p2p call carries a `distscope::comm` record
 function inside its c10d op naming the process group, its ranks, its parallelism label and its
 sequence number (CommLogger annotations); every Python `Work.wait()` is a `distscope::wait` record
@@ -9,6 +9,8 @@ function naming the call it waits for.
 How the step becomes a graph (times from Kineto, in the job's own order):
 * Lanes. Every op runs on the lane of the thread Kineto saw it on ("tid:<n>", the linked host tid).
   Only leaf ops take time (a c10d op is a leaf: its issue cost; what it calls is not counted twice).
+  Known limit: an op's own time between its callees (CPU aten::addmm's GEMM after its bias copy_) is
+  counted in the "(python)" gaps, so the step time is kept but a what-if that scales named ops misses it.
 * The training thread is busy from the step's start to its end: between leaf ops it runs Python, so
   each gap becomes a COMP node of the gap's length ("(python)"), except where it waits (below).
   Other threads (gloo's worker, callbacks) are idle between their ops.
@@ -94,7 +96,8 @@ class CapturedRank:
     labels: dict[str, str]
     step_s: float  # the step's measured length on this rank (its distscope::step record function)
     calls: tuple[CommCallTrace, ...]
-    implicit_waits: int  # waits found from timing (no Python wait call)
+    implicit_waits: int  # waits found from data dependencies (no Python wait call)
+    wait_s: float  # time the training thread spent waiting (explicit and implicit), replaced by dependencies
 
 
 @dataclasses.dataclass
@@ -340,6 +343,7 @@ def _assemble(
     pending: list[tuple[int, Any]] = []  # (node index, key) dependencies resolved after all nodes exist
     calls: list[CommCallTrace] = []
     implicit = 0
+    wait_s = 0.0
 
     def emit_comm(c: dict[str, Any], issue_id: int) -> None:
         spec: CommOpSpec = c["spec"]
@@ -394,6 +398,7 @@ def _assemble(
             waited = [k for k in needs if ends.get(k, start) > t]
             if waited:
                 implicit += 1
+                wait_s += start - t
                 carry += waited
                 chain("(wait)", 0.0, main_lane, _take(carry))
             else:
@@ -405,6 +410,7 @@ def _assemble(
             c = comm_by_key.get((kv.get("pg", ""), int(kv.get("seq", "-1"))))
             if c is not None:
                 carry.append(("comm", id(c)))
+            wait_s += item.end - max(item.start, t)
             t = max(t, item.end)
             continue
         nid = chain(item.name, item.end - max(item.start, t), main_lane, _take(carry) + needs)
@@ -455,6 +461,7 @@ def _assemble(
         step_s=step_s,
         calls=tuple(calls),
         implicit_waits=implicit,
+        wait_s=wait_s,
     )
 
 

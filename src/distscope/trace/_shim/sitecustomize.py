@@ -7,7 +7,7 @@ import os
 import sys
 
 if os.environ.get("DISTSCOPE_CAPTURE_DIR") and "RANK" in os.environ:
-    from distscope.trace.capture import install
+    from distscope.trace.recorder import install
 
     install()
 

@@ -18,6 +18,7 @@ into Chakra ET (see trace/capture_files.py).
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import time
@@ -46,6 +47,25 @@ def _world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+_STARTS = itertools.count()
+
+
+def _store_barrier(key: str, timeout_s: float = 300.0) -> None:
+    """Start every rank's step together (the simulator starts them together): the ranks meet in the job's
+    c10d store, not in a collective, so nothing shows in the comm log or the traces. Profiler start-up
+    takes a different time on each rank; without this the ranks' steps would start skewed by it."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    store = dist.distributed_c10d._get_default_store()
+    if store.add(key, 1) == dist.get_world_size():
+        store.set(key + "/go", "1")
+    store.wait([key + "/go"], datetime.timedelta(seconds=timeout_s))
+
+
 class _Recorder:
     """Starts/stops the execution-trace observer, the Kineto profiler and the step record function."""
 
@@ -66,6 +86,7 @@ class _Recorder:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         self._prof = profile(activities=acts, record_shapes=True, execution_trace_observer=et)
         self._prof.start()
+        _store_barrier(f"distscope_capture/{next(_STARTS)}")  # every rank starts captures in the same order
         self._mark = torch.autograd.profiler.record_function(STEP_MARK)
         self._mark.__enter__()
         self._t0 = time.perf_counter()
