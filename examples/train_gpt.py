@@ -12,6 +12,13 @@ Layouts (degrees fixed for 4 ranks):
         stage that runs several forwards before a backward (its bucket rebuild asserts), so the stage's
         gradients are flattened into one buffer and all-reduced over dp after the schedule, as DDP would
         (same bytes: the sum of the stage's gradient bytes).
+Options for checking what-if predictions against real runs: `--sleep-rank R --sleep-ms MS` makes rank R a
+straggler: it sleeps MS milliseconds before every forward (`--sleep-at step`), or (`--sleep-at backward`,
+ddp only) when the gradient of its first layer -- the last one backward computes -- is ready, i.e. just
+before its gradient all-reduce, while the other ranks wait in theirs (no rank computes during the sleep,
+so the CPU share of the others does not change on an oversubscribed host). `--comm-hook fp16` (ddp only)
+registers torch's fp16_compress_hook (gradients cast to fp16 for the all-reduce; torch's bf16 hook needs
+NCCL).
 Each rank draws its own batch of `--micro-batch * microbatches` sequences (the global batch is dp times
 that). The script does no communication of its own (no loss all-reduce), so every byte a comm logger sees
 comes from DDP, FSDP, pipelining or the TP layers.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from datetime import timedelta
 
 import torch
@@ -37,6 +45,10 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=2, help="pp only: micro-batches per step")
     ap.add_argument("--timeout-s", type=float, default=60.0)
+    ap.add_argument("--sleep-rank", type=int, default=-1, help="rank that sleeps before every forward")
+    ap.add_argument("--sleep-ms", type=float, default=0.0)
+    ap.add_argument("--sleep-at", choices=["step", "backward"], default="step")
+    ap.add_argument("--comm-hook", choices=["none", "fp16"], default="none", help="ddp only: DDP comm hook")
     args = ap.parse_args()
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
@@ -51,6 +63,12 @@ def main() -> None:
     if args.layout == "ddp":
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
         model: torch.nn.Module = DDP(GPT(cfg), process_group=mesh.get_group("dp"))
+        if args.comm_hook == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
+
+            model.register_comm_hook(mesh.get_group("dp"), fp16_compress_hook)
+        if rank == args.sleep_rank and args.sleep_at == "backward":
+            model.module.embed.tok.weight.register_hook(lambda g: (time.sleep(args.sleep_ms / 1e3), g)[1])
     elif args.layout == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
@@ -80,6 +98,8 @@ def main() -> None:
         tokens = torch.randint(0, cfg.vocab, (batch, cfg.seq_len + 1), generator=gen)
         x, y = tokens[:, :-1], tokens[:, 1:]
         opt.zero_grad()
+        if rank == args.sleep_rank and args.sleep_at == "step":
+            time.sleep(args.sleep_ms / 1e3)
         if args.layout == "pp":
             losses: list[torch.Tensor] = []
             if stage_idx == 0:

@@ -98,7 +98,7 @@ def test_example_uses_real_flags(example: str) -> None:
 
 
 def test_concrete_examples_run(tmp_path: Path) -> None:
-    for d in ("data", "docs"):
+    for d in ("data", "docs", "examples"):
         (tmp_path / d).symlink_to(ROOT / d)
     env = {**os.environ, "DISTSCOPE_PROGRESS": "0", "PYTHONPATH": str(ROOT / "src")}
     ran = 0

@@ -17,6 +17,11 @@ reduce_scatter_tensor in torch 2.13), from the moment the program's own `Work.wa
 bound on completion; `Work.wait` is wrapped while the logger is active, pybind hands the program the same
 Work object the logger saw). The program's own overlap is left intact.
 
+With `annotate=True` (used by `distscope trace capture`) each call also runs inside a record function
+`distscope::comm pg=<group> seq=<n> dim=<label> ranks=<r,r,..>` and each Python `Work.wait()` /
+`wait_tensor` inside `distscope::wait pg=<group> seq=<n>`, so an execution trace of the job names the
+process group of every collective and which call each wait waits for (gloo records neither).
+
 Optional hang watchdog (`watchdog_timeout_s`): each call also writes `(group, seq, rank) -> op:bytes`
 into the job's c10d store; a call still open after the timeout makes the rank print which ranks of the
 group never arrived (or arrived at a different op) and exit with `HANG_EXIT_CODE`.
@@ -78,6 +83,15 @@ class _Open:
     error: str | None = None
 
 
+def _comm_label(rec: _Open) -> str:
+    ranks = ",".join(map(str, rec.ranks))
+    return f"distscope::comm pg={rec.group} seq={rec.seq} dim={rec.dim} ranks={ranks} op={rec.op.value}"
+
+
+def _wait_label(rec: _Open) -> str:
+    return f"distscope::wait pg={rec.group} seq={rec.seq}"
+
+
 _CEA = torch._C.DispatchKey.CompositeExplicitAutograd
 _FUNCTIONAL_KEYS = ("CPU", "CUDA")
 
@@ -133,7 +147,11 @@ class CommLogger:
         watchdog_timeout_s: float | None = None,
         poll_interval_s: float = 0.0005,
         dump_path: Path | None = None,
+        annotate: bool = False,
     ) -> None:
+        self._annotate = annotate
+        # id(Work) -> (the Work, kept alive so pybind hands the program this very object, its record)
+        self._rec_of_work: dict[int, tuple[Any, _Open]] = {}
         self._labeler = GroupLabeler(dims=dims, meshes=meshes)
         self._watchdog_timeout_s = watchdog_timeout_s
         self._poll_interval_s = poll_interval_s
@@ -176,9 +194,16 @@ class CommLogger:
         orig_wait = _C10D.Work.wait
         by_work = self._by_work
         close = self._close
+        rec_of_work = self._rec_of_work
+        annotate = self._annotate
 
         def wait(work: Any, *a: Any, **kw: Any) -> Any:
-            out = orig_wait(work, *a, **kw)
+            waited = rec_of_work.pop(id(work), None) if annotate else None
+            if waited is not None:
+                with torch.autograd.profiler.record_function(_wait_label(waited[1])):
+                    out = orig_wait(work, *a, **kw)
+            else:
+                out = orig_wait(work, *a, **kw)
             rec = by_work.get(id(work))
             if rec is not None:
                 close(rec)
@@ -247,6 +272,7 @@ class CommLogger:
     # -- interception -----------------------------------------------------------------------------
     def _on_step(self, *_: Any) -> None:
         self._step += 1
+        self._rec_of_work.clear()  # works never waited for by Python (e.g. DDP's) are not kept
 
     def _resolve_group(self, pg_obj: Any) -> tuple[str, tuple[int, ...]]:
         pg = _C10D.ProcessGroup.unbox(pg_obj) if isinstance(pg_obj, torch.ScriptObject) else pg_obj
@@ -263,8 +289,14 @@ class CommLogger:
         name = func._schema.name.split("::", 1)[1]
         functional = func.namespace == "_c10d_functional"
         if functional and name == "wait_tensor":
-            out = call()
-            self._close_functional(args[0] if args else kwargs.get("tensor"))
+            t = args[0] if args else kwargs.get("tensor")
+            waited = self._functional_rec(t) if self._annotate else None
+            if waited is not None:
+                with torch.autograd.profiler.record_function(_wait_label(waited)):
+                    out = call()
+            else:
+                out = call()
+            self._close_functional(t)
             return out
         spec = (FUNCTIONAL_OPS if functional else C10D_OPS).get(name)
         if spec is None or (not functional and getattr(self._tls, "in_functional", False)):
@@ -275,6 +307,13 @@ class CommLogger:
         bound = dict(zip(names, args, strict=False))  # trailing defaulted args may be absent
         bound.update(kwargs)
         rec = self._open_record(spec, bound, functional)
+        if self._annotate:
+            inner = call
+
+            def call() -> Any:
+                with torch.autograd.profiler.record_function(_comm_label(rec)):
+                    return inner()
+
         if functional:
             self._tls.in_functional = True
             try:
@@ -285,6 +324,12 @@ class CommLogger:
             out = call()
         self._attach_completion(rec, out, functional)
         return out
+
+    def _functional_rec(self, t: Any) -> _Open | None:
+        if not isinstance(t, torch.Tensor):
+            return None
+        with self._lock:
+            return self._by_storage.get(t.untyped_storage().data_ptr())
 
     def _close_functional(self, t: Any) -> None:
         if isinstance(t, torch.Tensor):
@@ -339,6 +384,8 @@ class CommLogger:
             self._close(rec)
             return
         work = _C10D.Work.unbox(w)
+        if self._annotate:
+            self._rec_of_work[id(work)] = (work, rec)
         try:
             fut = work.get_future()
         except RuntimeError:  # e.g. gloo send/recv: no future; polled, or closed by the program's wait()

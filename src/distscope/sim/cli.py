@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ from distscope.errors import DistscopeError, closest
 
 if TYPE_CHECKING:
     from distscope.measure.kernel_profile import KernelProfile
+    from distscope.sim.network import NetworkMode, NetworkModel
     from distscope.sim.program import Device
     from distscope.sim.result import SimResult
+    from distscope.system.topology import Cluster
 
 MODES = ("unaware", "shared")
 STREAMS = ("per-group", "single")
@@ -37,7 +40,7 @@ def _resolve_prefix(target: str) -> str:
 
 
 def simulate(
-    target: Annotated[str, typer.Argument(help="Trace directory, or PREFIX of PREFIX.<rank>.et files.")],
+    target: Annotated[str, typer.Argument(help="Trace directory (e.g. a capture), or PREFIX of PREFIX.<rank>.et files.")],
     network: Annotated[Path | None, typer.Option("--network", help="ASTRA-sim analytical network .yml.")] = None,
     system: Annotated[Path | None, typer.Option("--system", help="ASTRA-sim system .json.")] = None,
     cluster: Annotated[
@@ -48,9 +51,13 @@ def simulate(
         str | None, typer.Option("--link", help="With --cluster: level bandwidths in GB/s, e.g. nvlink=300,ib=25.")
     ] = None,
     profile: Annotated[
-        str | None,
-        typer.Option("--profile", help="With --cluster: system profile JSON (measure calibrate/kernels): measured α/β "
-                     "replace the preset's links; kernel tables price compute nodes that carry no duration."),
+        Path | None,
+        typer.Option("--profile", help="System profile JSON (`measure calibrate` / `measure kernels`). With --cluster: "
+                     "measured α/β replace the preset's links and kernel tables price compute nodes without a "
+                     "duration; alone (a capture): communication priced with the profile's α-β."),
+    ] = None,
+    profile_level: Annotated[
+        str | None, typer.Option("--profile-level", help="Level of --profile to use (default: its only level).")
     ] = None,
     network_mode: Annotated[
         str,
@@ -72,6 +79,31 @@ def simulate(
             "rank in one queue (ASTRA-sim's system layer).",
         ),
     ] = "per-group",
+    scale_compute: Annotated[
+        str | None, typer.Option("--scale-compute", help="What-if: compute takes F times as long: F or F@RANK,RANK.")
+    ] = None,
+    delay_ms: Annotated[
+        str | None, typer.Option("--delay-ms", help="What-if: ranks start their step late: RANK=MS[,RANK=MS].")
+    ] = None,
+    scale_bw: Annotated[
+        str | None, typer.Option("--scale-bw", help="What-if: a level's bandwidth times F: LEVEL=F[,LEVEL=F].")
+    ] = None,
+    scale_latency: Annotated[
+        str | None, typer.Option("--scale-latency", help="What-if: a level's latency times F: LEVEL=F[,...].")
+    ] = None,
+    algorithm: Annotated[
+        str | None, typer.Option("--algorithm", help="What-if: force an algorithm: COLLECTIVE=ALGO, e.g. all_reduce=tree.")
+    ] = None,
+    compress: Annotated[
+        str | None,
+        typer.Option("--compress", help="What-if: compress a group's collectives: GROUP=METHOD, e.g. dp=bf16."),
+    ] = None,
+    no_comm: Annotated[
+        str | None, typer.Option("--no-comm", help="What-if: a group's communication takes no time: GROUP[,GROUP].")
+    ] = None,
+    place: Annotated[
+        str | None, typer.Option("--place", help="With --cluster: the GPU of each trace rank, e.g. 0,8,16,24.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
@@ -81,14 +113,13 @@ def simulate(
         Path | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")
     ] = None,
 ) -> None:
-    """Simulate a training step (or microbenchmark) from per-rank Chakra traces."""
-    from distscope.dtypes import DType
+    """Simulate a training step (or microbenchmark) from per-rank Chakra traces, optionally with what-ifs."""
     from distscope.report.cli import check_report
+    from distscope.report.progress import progress
+    from distscope.sim import whatif as W
     from distscope.sim.api import run_traces
-    from distscope.sim.astra_config import read_network, read_system
-    from distscope.sim.network import AstraNetwork, NetworkMode, NetworkModel
-    from distscope.sim.program import Device
-    from distscope.sim.result import summarize, write_timeline
+    from distscope.sim.network import NetworkMode
+    from distscope.sim.result import comm_bytes_by_group, summarize, write_timeline
     from distscope.trace.chakra_io import MANIFEST, read_symmetric, read_traces
 
     check_report(report)
@@ -101,34 +132,26 @@ def simulate(
         raise DistscopeError(
             f"--comm-streams={comm_streams!r} is not one of {list(STREAMS)}{closest(comm_streams, STREAMS)}"
         )
-    model: NetworkModel
-    if cluster is not None:
-        if network is not None or system is not None:
-            raise DistscopeError("give either --cluster/--gpus or --network/--system, not both")
-        if gpus is None:
-            raise DistscopeError(f"--cluster={cluster!r} needs --gpus")
-        from distscope.scenario import build_cluster
-        from distscope.sim.cluster_network import ClusterNetwork
+    factor, ranks = W.parse_scale_compute(scale_compute) if scale_compute else (1.0, None)
+    whatif = W.WhatIf(
+        compute_scale=factor,
+        compute_ranks=ranks,
+        delay_s=W.parse_delays(delay_ms) if delay_ms else {},
+        algorithms=W.parse_algorithms(algorithm) if algorithm else {},
+        compress=W.parse_compress(compress) if compress else {},
+        no_comm=W.parse_groups(no_comm) if no_comm else frozenset(),
+        placement=W.parse_placement(place) if place else None,
+    )
+    bw = W.parse_level_scales(scale_bw, "--scale-bw") if scale_bw else {}
+    lat = W.parse_level_scales(scale_latency, "--scale-latency") if scale_latency else {}
+    model, device, codec = _network(network, system, cluster, gpus, link, profile, profile_level, mode, bw, lat,
+                                    whatif.placement)
+    where = f"network {str(network)!r}" if network is not None else (
+        f"cluster {cluster!r} x{gpus}" if cluster is not None else f"profile {str(profile)!r}")
 
-        c = build_cluster(cluster, gpus, link, profile)
-        model = ClusterNetwork(c)
-        device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
-        if c.device.kernels is not None:
-            device = _measured_device(c.device.kernels, device)
-        where = f"cluster {cluster!r} x{gpus}"
-        npus = c.num_gpus
-    else:
-        if profile is not None:
-            raise DistscopeError("--profile applies to --cluster; ASTRA-sim --network/--system carry their own numbers")
-        if network is None or system is None:
-            raise DistscopeError("simulate needs --network NET.yml and --system SYS.json, or --cluster NAME --gpus N")
-        net = read_network(network)
-        sysc = read_system(system, len(net.dims))
-        model = AstraNetwork(net, sysc, mode)
-        device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
-        where = f"network {str(network)!r}"
-        npus = net.num_npus
-    from distscope.report.progress import progress
+    def rank_check(n: int) -> None:  # fewer ranks than GPUs is fine on a cluster (--place), not on ASTRA-sim's
+        if n > model.num_npus or (network is not None and n != model.num_npus):
+            raise DistscopeError(f"traces {target!r} have {n} ranks but {where} has {model.num_npus}")
 
     symmetric_dir = Path(target, MANIFEST).is_file()
     prefix = None if symmetric_dir else _resolve_prefix(target)
@@ -136,20 +159,23 @@ def simulate(
         from distscope.trace.chakra_io import trace_files
 
         files = len(trace_files(prefix))
-        if files != npus:
-            raise DistscopeError(f"traces {target!r} have {files} ranks but {where} has {npus}")
+        rank_check(files)
     else:
         from distscope.userfile import read_json
 
         manifest = read_json(Path(target, MANIFEST), "manifest")
-        if isinstance(manifest.get("num_ranks"), int) and manifest["num_ranks"] != npus:
-            raise DistscopeError(f"traces {target!r} have {manifest['num_ranks']} ranks but {where} has {npus}")
+        if isinstance(manifest.get("num_ranks"), int):
+            rank_check(manifest["num_ranks"])
         reps = manifest.get("representatives")
         files = len(reps) if isinstance(reps, list) else 0  # one file per representative rank
     with progress(files or None, "reading traces") as advance:
         traces = read_symmetric(target, on_rank=advance) if prefix is None else read_traces(prefix, on_rank=advance)
-    if traces.num_ranks != npus:
-        raise DistscopeError(f"traces {target!r} have {traces.num_ranks} ranks but {where} has {npus}")
+    rank_check(traces.num_ranks)
+    W.check_groups(whatif, traces)
+    if whatif.changes_network:
+        whatif = dataclasses.replace(whatif, codec_GBps=codec)
+        model = W.WhatIfNetwork(model, whatif, traces)
+    traces = W.apply_to_traces(traces, whatif)
     with progress(None, f"matching collectives of {traces.num_ranks:,} ranks") as bar:
         def simulated(done: int, total: int) -> None:  # called every 32k events once the simulation runs
             bar.describe("simulating (nodes done)")
@@ -174,23 +200,116 @@ def simulate(
         write_report({**result.to_json(), "kind": "simulate", "step_view": {
             "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": result.step_time_s}}, report)
+    measured = _measured_step(target)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        out = result.to_json()
+        out["comm_bytes"] = comm_bytes_by_group(traces)
+        if measured is not None:
+            out["measured_step_s"] = measured
+        sys.stdout.write(json.dumps(out) + "\n")
         return
     _print_table(result)
+    if measured is not None:
+        from rich.console import Console
 
+        err = (result.step_time_s - measured) / measured * 100
+        Console().print(f"measured step (capture): {measured * 1e3:.3f} ms; predicted {err:+.1f}%")
+
+
+def _measured_step(target: str) -> float | None:
+    """The measured step of a capture folder (capture.json), if the target is one."""
+    from distscope.trace.capture_files import SUMMARY, load_summary
+
+    path = Path(target)
+    if not (path.is_dir() and (path / SUMMARY).is_file()):
+        return None
+    return float(load_summary(path)["step_s"])
+
+
+def _network(
+    network: Path | None,
+    system: Path | None,
+    cluster: str | None,
+    gpus: int | None,
+    link: str | None,
+    profile: Path | None,
+    profile_level: str | None,
+    mode: NetworkMode,
+    bw: dict[str, float],
+    lat: dict[str, float],
+    placement: tuple[int, ...] | None,
+) -> tuple[NetworkModel, Device, tuple[float, float]]:
+    """The network model, the device for nodes without durations, and compression codec throughputs."""
+    from distscope.compress.spec import CPU_DEQUANT_GBps, CPU_QUANT_GBps, GPU_DEQUANT_GBps, GPU_QUANT_GBps
+    from distscope.dtypes import DType
+    from distscope.sim.astra_config import read_network, read_system
+    from distscope.sim.network import AstraNetwork
+    from distscope.sim.program import Device
+
+    given = [name for name, v in (("--cluster", cluster), ("--profile", None if cluster else profile),
+                                  ("--network", network)) if v]
+    if len(given) > 1:
+        raise DistscopeError(f"give one of --cluster/--gpus, --profile, --network/--system (got {', '.join(given)})")
+    if placement is not None and cluster is None:
+        raise DistscopeError("--place maps ranks onto a --cluster preset; give --cluster and --gpus")
+    if cluster is not None:
+        if gpus is None:
+            raise DistscopeError(f"--cluster={cluster!r} needs --gpus")
+        from distscope.scenario import build_cluster
+        from distscope.sim.cluster_network import ClusterNetwork
+
+        c = _scale_cluster(build_cluster(cluster, gpus, link, str(profile) if profile else None), bw, lat)
+        device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
+        if c.device.kernels is not None:
+            device = _measured_device(c.device.kernels, device)
+        return ClusterNetwork(c), device, (GPU_QUANT_GBps, GPU_DEQUANT_GBps)
+    if profile is not None:
+        from distscope.measure.profile import load_profile
+        from distscope.sim.profile_network import ProfileNetwork
+
+        prof = load_profile(profile)
+        net = ProfileNetwork(prof, level=profile_level)
+        for flag, scales in (("--scale-bw", bw), ("--scale-latency", lat)):
+            bad = [k for k in scales if k != net.level]
+            if bad:
+                raise DistscopeError(f"{flag}: level {bad[0]!r} is not the profile's level {net.level!r}")
+        net = ProfileNetwork(prof, level=net.level, bw_scale=bw.get(net.level, 1.0),
+                             latency_scale=lat.get(net.level, 1.0))
+        return net, Device(), (CPU_QUANT_GBps, CPU_DEQUANT_GBps)
+    if network is None or system is None:
+        raise DistscopeError(
+            "simulate needs --profile P.json, --cluster NAME --gpus N, or --network NET.yml --system SYS.json"
+        )
+    if bw or lat:
+        raise DistscopeError("--scale-bw/--scale-latency apply to --cluster or --profile networks")
+    net_cfg = read_network(network)
+    sysc = read_system(system, len(net_cfg.dims))
+    device = Device(peak_flops=sysc.peak_perf_flops, mem_bw_Bps=sysc.local_mem_bw_Bps)
+    return AstraNetwork(net_cfg, sysc, mode), device, (GPU_QUANT_GBps, GPU_DEQUANT_GBps)
 
 
 def _measured_device(kp: KernelProfile, device: Device) -> Device:
     """Compute nodes that carry only FLOPs and bytes run at the profile's best measured bf16 GEMM
     throughput and element-wise bandwidth (traces from `trace generate --profile` carry durations)."""
-    import dataclasses
-
     from distscope.dtypes import DType
 
     peak = kp.gemm[DType.BF16].max_value * 1e12 if DType.BF16 in kp.gemm else device.peak_flops
     bw = kp.elementwise.max_value * 1e9 if kp.elementwise is not None else device.mem_bw_Bps
     return dataclasses.replace(device, peak_flops=peak, mem_bw_Bps=bw)
+
+
+def _scale_cluster(c: Cluster, bw: dict[str, float], lat: dict[str, float]) -> Cluster:
+    names = [lv.name for lv in c.levels]
+    for flag, scales in (("--scale-bw", bw), ("--scale-latency", lat)):
+        for k in scales:
+            if k not in names:
+                raise DistscopeError(f"{flag}: level {k!r} is not a level of {c.name}{closest(k, names)}; "
+                                     f"levels: {', '.join(names)}")
+    levels = tuple(
+        dataclasses.replace(lv, bw_GBps=lv.bw_GBps * bw.get(lv.name, 1.0), latency_s=lv.latency_s * lat.get(lv.name, 1.0))
+        for lv in c.levels
+    )
+    return dataclasses.replace(c, levels=levels)
 
 
 def _print_table(result: SimResult) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Hashable, Sequence
 
-from distscope.comm import Collective, collective_s, group_net
+from distscope.comm import Algorithm, Collective, collective_s, collective_time, group_net
 from distscope.errors import DistscopeError
 from distscope.system.topology import Cluster
 from distscope.trace.graph import CollKind
@@ -65,7 +65,22 @@ class ClusterNetwork:
             t = self._cache[key] = collective_s(coll, float(D), g)
         return t
 
-    def p2p_s(self, src: int, dst: int, size_bytes: int) -> float:
+    def collective_algo_s(
+        self, kind: CollKind, size_bytes: int, members: tuple[int, ...], algorithm: Algorithm | None
+    ) -> float:
+        """Like collective_s, with the algorithm forced (None: NCCL's choice)."""
+        if algorithm is None:
+            return self.collective_s(kind, size_bytes, members)
+        coll = _COLL.get(kind)
+        if coll is None:
+            raise DistscopeError(f"comm_type={kind.value} has no cost model on a cluster preset")
+        n = len(members)
+        g = group_net(self.cluster, n, _stride(members), True)
+        size = 0 if kind is CollKind.BARRIER else size_bytes
+        D = size * n if kind is CollKind.ALL_GATHER else size
+        return collective_time(coll, float(D), g, algorithm)[0]
+
+    def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
         key = (abs(dst - src), size_bytes)
         t = self._p2p.get(key)
         if t is None:

@@ -1,9 +1,12 @@
 """Per-rank execution semantics on top of the event loop.
 
-Each simulated rank has one compute stream (COMP and MEM nodes, one at a time, lowest ready index
-first) and one communication stream per process-group name (its collectives run one at a time, in
-ready order, as NCCL runs one communicator's kernels). A node is ready when all its data and control
-dependencies have finished.
+Each simulated rank has one compute stream per lane (COMP and MEM nodes of one lane -- a CPU thread or
+a device stream of the traced job -- run one at a time, lowest ready index first; lanes overlap) and
+one communication stream per process-group name (its collectives run one at a time, in ready order,
+as NCCL runs one communicator's kernels). A node is ready when all its data and control dependencies
+have finished: both are finish-to-start, as in ASTRA-sim's feeder (Chakra FeederV3 DependancyResolver
+with USE_DATA_DEPS = USE_CTRL_DEPS = true). METADATA nodes take no time and no stream: they finish
+when they become ready (ASTRA-sim Workload::issue_metadata -> skip_invalid).
 * A collective starts when every participant has reached it and lasts the network model's time for
   the group (unaware), or shares bandwidth with concurrent transfers (shared).
 * Sends are eager: a send of b bytes issued at t arrives at t + p2p time and then completes; the
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from distscope.errors import DistscopeError
 from distscope.sim.fluid import FluidNetwork
 from distscope.sim.loop import EventLoop
-from distscope.sim.program import COLL, COMPUTE, RECV, SEND, Program, RankProgram
+from distscope.sim.program import COLL, COMPUTE, PASS, RECV, SEND, Program, RankProgram
 
 
 @dataclass
@@ -45,8 +48,8 @@ class _Rank:
         self.sim = sim
         self.prog = prog
         self.indeg = list(prog.indeg)
-        self.queue: list[int] = []  # ready compute nodes
-        self.busy = False
+        self.queue: list[list[int]] = [[] for _ in range(prog.num_lanes)]  # ready compute nodes per lane
+        self.busy = [False] * prog.num_lanes
         self.stream_queue: dict[int, list[int]] = {}
         self.stream_busy: dict[int, bool] = {}
         n = len(prog.kind)
@@ -75,8 +78,9 @@ def simulate_program(program: Program, *, shared: bool = False,
         prog = rank.prog
         kind = prog.kind[i]
         if kind == COMPUTE:
-            rank.busy = False
-            start_compute(rank)
+            lane = prog.lane[i]
+            rank.busy[lane] = False
+            start_compute(rank, lane)
         elif kind == COLL:
             sid = prog.stream[i]
             rank.stream_busy[sid] = False
@@ -87,11 +91,12 @@ def simulate_program(program: Program, *, shared: bool = False,
             if indeg[c] == 0:
                 dispatch(rank, c)
 
-    def start_compute(rank: _Rank) -> None:
-        if rank.busy or not rank.queue:
+    def start_compute(rank: _Rank, lane: int) -> None:
+        queue = rank.queue[lane]
+        if rank.busy[lane] or not queue:
             return
-        i = heapq.heappop(rank.queue)
-        rank.busy = True
+        i = heapq.heappop(queue)
+        rank.busy[lane] = True
         rank.times.start[i] = loop.now
         r = rank.sim
         loop.at(loop.now + rank.prog.dur_s[i], lambda: complete(r, i))
@@ -124,8 +129,12 @@ def simulate_program(program: Program, *, shared: bool = False,
         kind = prog.kind[i]
         r = rank.sim
         if kind == COMPUTE:
-            heapq.heappush(rank.queue, i)
-            start_compute(rank)
+            lane = prog.lane[i]
+            heapq.heappush(rank.queue[lane], i)
+            start_compute(rank, lane)
+        elif kind == PASS:
+            rank.times.start[i] = loop.now
+            loop.at(loop.now, lambda: complete(r, i))
         elif kind == COLL:
             sid = prog.stream[i]
             heapq.heappush(rank.stream_queue.setdefault(sid, []), i)

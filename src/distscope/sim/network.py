@@ -35,7 +35,7 @@ class NetworkModel(Protocol):
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float: ...
 
-    def p2p_s(self, src: int, dst: int, size_bytes: int) -> float: ...
+    def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float: ...
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]: ...
 
@@ -96,7 +96,7 @@ class AstraNetwork:
             )
         return t
 
-    def p2p_s(self, src: int, dst: int, size_bytes: int) -> float:
+    def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
         """A message uses the first dimension in which src and dst coordinates differ."""
         a, b = self.network.coords(src), self.network.coords(dst)
         for d, dim in enumerate(self.network.dims):

@@ -17,8 +17,9 @@ from distscope.sim.symmetry import refine_classes
 from distscope.trace.graph import CollKind, Node, NodeKind
 from distscope.trace.traceset import TraceSet
 
-COMPUTE, COLL, SEND, RECV = 0, 1, 2, 3
+COMPUTE, COLL, SEND, RECV, PASS = 0, 1, 2, 3, 4
 _KIND_CODE = {
+    NodeKind.METADATA: PASS,
     NodeKind.COMP: COMPUTE,
     NodeKind.MEM_LOAD: COMPUTE,
     NodeKind.MEM_STORE: COMPUTE,
@@ -30,12 +31,29 @@ _KIND_CODE = {
 
 def _kind_codes(nodes: tuple[Node, ...]) -> list[int]:
     """Engine codes per node (identity tests: Enum.__hash__ is a Python call, too slow per node)."""
-    coll, send, recv = NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV
+    coll, send, recv, meta = NodeKind.COMM_COLL, NodeKind.COMM_SEND, NodeKind.COMM_RECV, NodeKind.METADATA
     out = []
     for n in nodes:
         k = n.kind
-        out.append(COLL if k is coll else SEND if k is send else RECV if k is recv else COMPUTE)
+        out.append(
+            COLL if k is coll else SEND if k is send else RECV if k is recv else PASS if k is meta else COMPUTE
+        )
     return out
+
+
+COMM_TID = 1  # timeline thread of the communication streams
+
+
+def lane_tid(lane: int) -> int:
+    """Timeline thread of compute lane `lane`: 0 for the first, then 2, 3, ... (1 is communication)."""
+    return 0 if lane == 0 else lane + 1
+
+
+def _lanes(nodes: tuple[Node, ...]) -> tuple[list[int], int]:
+    """Lane index per node (0 = the first lane seen, "" included) and the number of lanes."""
+    ids: dict[str, int] = {}
+    out = [ids.setdefault(n.lane, len(ids)) for n in nodes]
+    return out, max(1, len(ids))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +78,8 @@ class RankProgram:
     inst: list[int]  # collective instance id, -1 otherwise
     peer: list[tuple[int, int] | None]  # RECV: (simulated rank index, node index) of its send
     resources: list[tuple[Hashable, ...]]
+    lane: list[int] = field(default_factory=list)  # compute lane index per node (see Node.lane)
+    num_lanes: int = 1
 
     @cached_property
     def names(self) -> list[str]:
@@ -184,7 +204,7 @@ def compile_program(
         node = traces.graphs[rank].nodes[i]
         src, dst = (rank, node.comm_dst) if node.kind is NodeKind.COMM_SEND else (node.comm_src, rank)
         assert src is not None and dst is not None
-        return network.p2p_s(src, dst, node.tensor_size_bytes or node.comm_size_bytes)
+        return network.p2p_s(src, dst, node.tensor_size_bytes or node.comm_size_bytes, node.pg_name)
 
     if traces.class_of is not None:
         cls = list(traces.class_of)
@@ -210,6 +230,7 @@ def compile_program(
         graph = traces.graphs[rank]
         index = {n.id: i for i, n in enumerate(graph.nodes)}
         m = len(graph.nodes)
+        lanes, num_lanes = _lanes(graph.nodes)
         rp = RankProgram(
             rank=rank,
             nodes=graph.nodes,
@@ -221,6 +242,8 @@ def compile_program(
             inst=[-1] * m,
             peer=[None] * m,
             resources=[()] * m,
+            lane=lanes,
+            num_lanes=num_lanes,
         )
         children = rp.children
         for i, node in enumerate(graph.nodes):
@@ -368,6 +391,7 @@ def _match_p2p(
 __all__ = [
     "COLL",
     "COMPUTE",
+    "PASS",
     "RECV",
     "SEND",
     "CollKind",

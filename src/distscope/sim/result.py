@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from distscope.sim.engine import SimOutcome
-from distscope.sim.program import COMPUTE
+from distscope.sim.program import COMM_TID, COMPUTE, PASS, lane_tid
+from distscope.trace.traceset import TraceSet
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +70,7 @@ def summarize(outcome: SimOutcome) -> SimResult:
         comm: list[tuple[float, float]] = []
         for i, kind in enumerate(prog.kind):
             iv = (times.start[i], times.end[i])
-            (comp if kind == COMPUTE else comm).append(iv)
+            (comp if kind in (COMPUTE, PASS) else comm).append(iv)
         comp_u = _union(comp)
         finish = max(times.end, default=0.0)
         per_sim.append((finish, sum(e - s for s, e in comp_u), _minus_len(_union(comm), comp_u)))
@@ -86,8 +88,8 @@ def summarize(outcome: SimOutcome) -> SimResult:
 
 
 def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) -> None:
-    """Chrome trace-event JSON (opens in Perfetto): one process per simulated rank, thread 0 = compute,
-    thread 1 = communication. Times in microseconds."""
+    """Chrome trace-event JSON (opens in Perfetto): one process per simulated rank, thread 0 = compute
+    (the first lane), thread 1 = communication, threads 2.. = further compute lanes. Times in microseconds."""
     events: list[dict[str, object]] = []
     members: dict[int, list[int]] = {}
     for r, k in enumerate(outcome.program.class_of):
@@ -98,7 +100,11 @@ def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) 
         label = f"rank {prog.rank}" + (f" (+{len(members[k]) - 1} equivalent)" if len(members[k]) > 1 else "")
         events.append({"ph": "M", "name": "process_name", "pid": prog.rank, "args": {"name": label}})
         events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 0, "args": {"name": "compute"}})
-        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 1, "args": {"name": "comm"}})
+        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": COMM_TID, "args": {"name": "comm"}})
+        for k in range(1, prog.num_lanes):
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": lane_tid(k), "args": {"name": f"lane {k}"}}
+            )
         for i, kind in enumerate(prog.kind):
             s, e = times.start[i], times.end[i]
             events.append(
@@ -106,10 +112,48 @@ def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) 
                     "ph": "X",
                     "name": prog.names[i] or str(prog.ids[i]),
                     "pid": prog.rank,
-                    "tid": 0 if kind == COMPUTE else 1,
+                    "tid": lane_tid(prog.lane[i]) if kind in (COMPUTE, PASS) else COMM_TID,
                     "ts": s * 1e6,
                     "dur": (e - s) * 1e6,
                     "args": {"node": prog.ids[i]},
                 }
             )
     Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
+
+
+def comm_bytes_by_group(traces: TraceSet, *, per_rank: bool = False) -> dict[str, Any]:
+    """Bytes each group's communication moves, nccl-tests convention (all_gather: the gathered output,
+    i.e. n x Chakra's per-rank comm_size; p2p: the message), keyed by the group's label (or name) and op,
+    summed over ranks -- or, with `per_rank`, {rank: {group: {op: bytes}}}. Symmetric sets count every
+    rank through its representative."""
+    from distscope.trace.graph import NodeKind
+
+    ops = {NodeKind.COMM_SEND: "send", NodeKind.COMM_RECV: "recv"}
+    ranks = range(traces.num_ranks)
+    out: dict[Any, Any] = {}
+    for r in ranks:
+        rep = r if traces.class_of is None else traces.class_of[r]
+        mine: dict[str, dict[str, int]] = {}
+        for n in traces.graphs[rep].nodes:
+            if not n.kind.is_comm:
+                continue
+            group = traces.group_labels.get(n.pg_name) or n.pg_name or "world"
+            if n.kind is NodeKind.COMM_COLL:
+                assert n.comm_kind is not None
+                size = n.comm_size_bytes
+                if n.comm_kind.value == "ALL_GATHER":
+                    size *= len(traces.members(n.pg_name, r))
+                op = n.comm_kind.value.lower()
+            else:
+                size = n.tensor_size_bytes or n.comm_size_bytes
+                op = ops[n.kind]
+            g = mine.setdefault(group, {})
+            g[op] = g.get(op, 0) + size
+        if per_rank:
+            out[r] = mine
+        else:
+            for group, by_op in mine.items():
+                tot = out.setdefault(group, {})
+                for op, b in by_op.items():
+                    tot[op] = tot.get(op, 0) + b
+    return out

@@ -54,6 +54,7 @@ def refine_classes(
                 node.duration_s,
                 node.num_ops,
                 node.tensor_size_bytes,
+                node.lane,
             )
             if node.kind is NodeKind.COMM_COLL:
                 item += (node.comm_kind, node.comm_size_bytes, slot_of_node[i], coll_dur[rank, i])

@@ -16,13 +16,15 @@ mlc-chakra is an optional extra (`pip install 'distscope[chakra]'`); this module
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from distscope.errors import DistscopeError
+from distscope.errors import DistscopeError, warn
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
 from distscope.trace.traceset import TraceSet
 
@@ -41,6 +43,7 @@ def _chakra() -> tuple[ModuleType, ModuleType]:
 
 # Boundary maps: proto enum names <-> distscope enums (names are identical by construction).
 _NODE_KINDS = {
+    "METADATA_NODE": NodeKind.METADATA,
     "COMP_NODE": NodeKind.COMP,
     "COMM_COLL_NODE": NodeKind.COMM_COLL,
     "COMM_SEND_NODE": NodeKind.COMM_SEND,
@@ -49,6 +52,16 @@ _NODE_KINDS = {
     "MEM_STORE_NODE": NodeKind.MEM_STORE,
 }
 _NODE_TYPE_NAMES = {kind: name for name, kind in _NODE_KINDS.items()}
+
+# PyTorch execution-trace schemas mlc-chakra's converter reads (chakra/src/converter/pytorch_node.py,
+# PyTorchNode.SUPPORTED_VERSIONS, mlc-chakra 1.0.0); its output carries the schema as a GlobalMetadata attr.
+PYTORCH_ET_SCHEMAS = ("1.0.2-chakra.0.0.4", "1.0.3-chakra.0.0.4", "1.1.0-chakra.0.0.4", "1.1.1-chakra.0.0.4",
+                      "1.1.1-chakra.1.0.0")
+# Chakra ET (et_def.proto) versions: chakra_generator writes 0.0.4, distscope 1.0.0.
+CHAKRA_VERSIONS = ("0.0.4", "1.0.0")
+LANE_TID, LANE_STREAM = "tid:", "stream:"
+PG_LABEL_PREFIX = "pg_label:"
+PG_INIT_NAME = "process_group:init"
 
 
 def _attr_value(attr: Any) -> Any:
@@ -61,14 +74,20 @@ def _attr_value(attr: Any) -> Any:
     return value
 
 
-def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node | None:
-    """A distscope Node, or None for METADATA nodes (which carry no work)."""
+def _lane(attrs: dict[str, Any], is_cpu_op: bool) -> str:
+    """The execution resource of a node: a device stream for device ops, else the host thread."""
+    if not is_cpu_op and attrs.get("stream") is not None:
+        return f"{LANE_STREAM}{int(attrs['stream'])}"
+    if attrs.get("tid") is not None:
+        return f"{LANE_TID}{int(attrs['tid'])}"
+    return ""
+
+
+def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node:
     type_name = pb.NodeType.Name(msg.type) if msg.type in pb.NodeType.values() else str(msg.type)
     where = f"rank {rank}, node {msg.id} ({msg.name!r})"
-    if type_name == "METADATA_NODE":
-        return None
     if type_name not in _NODE_KINDS:
-        raise DistscopeError(f"{where}: field type={type_name} is not an executable node type")
+        raise DistscopeError(f"{where}: field type={type_name} is not a node type distscope executes")
     attrs = {a.name: _attr_value(a) for a in msg.attr}
     kind = _NODE_KINDS[type_name]
     comm_kind = None
@@ -87,6 +106,8 @@ def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node | None:
         comm_kind = CollKind[name]
     src = attrs.get("comm_src")
     dst = attrs.get("comm_dst")
+    # Chakra's is_cpu_op defaults to true when absent (et_def.proto); device kernels say false.
+    is_cpu_op = bool(attrs["is_cpu_op"]) if attrs.get("is_cpu_op") is not None else not kind.is_comm
     return Node(
         id=int(msg.id),
         name=msg.name,
@@ -94,7 +115,11 @@ def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node | None:
         data_deps=tuple(int(d) for d in msg.data_deps),
         ctrl_deps=tuple(int(d) for d in msg.ctrl_deps),
         duration_s=(
-            float(attrs["duration_ns"]) * 1e-9 if attrs.get("duration_ns") else float(msg.duration_micros) * 1e-6
+            0.0
+            if kind is NodeKind.METADATA
+            else float(attrs["duration_ns"]) * 1e-9
+            if attrs.get("duration_ns")
+            else float(msg.duration_micros) * 1e-6
         ),
         num_ops=int(attrs.get("num_ops") or 0),
         tensor_size_bytes=int(attrs.get("tensor_size") or 0),
@@ -104,7 +129,9 @@ def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node | None:
         comm_dst=None if dst is None else int(dst),
         comm_tag=int(attrs.get("comm_tag") or 0),
         pg_name=str(attrs.get("pg_name") or ""),
-        is_cpu_op=bool(attrs.get("is_cpu_op") or False),
+        comm_dtype=str(attrs.get("comm_dtype") or ""),
+        is_cpu_op=is_cpu_op,
+        lane=_lane(attrs, is_cpu_op) if kind in (NodeKind.COMP, NodeKind.MEM_LOAD, NodeKind.MEM_STORE) else "",
     )
 
 
@@ -114,8 +141,100 @@ def _closest(name: str) -> str:
     return closest(name, CollKind.__members__)
 
 
-def read_rank(path: str | Path, rank: int) -> tuple[RankGraph, dict[str, tuple[int, ...]]]:
-    """Parse one `.et` file: the rank's graph and the process groups its metadata declares."""
+def _pg_init_groups(msg: Any, world: int | None) -> dict[str, tuple[int, ...]]:
+    """Process groups from PyTorch's `## process_group:init ##` METADATA node: its first input is a JSON
+    list of {"pg_name", "ranks", "group_size", ...}; empty ranks mean every rank (the default group), as
+    ASTRA-sim's Workload::issue_pytorch_pg_metadata reads it. The converter stores the inputs as the
+    Python repr of the value list, e.g. `['[{"pg_name": "0", "ranks": [], ...}]']`."""
+    raw = msg.inputs.values
+    try:
+        values = ast.literal_eval(raw) if raw else []
+        text = values[0] if isinstance(values, list) and values else raw
+        pgs = json.loads(text)
+    except (ValueError, SyntaxError, TypeError, json.JSONDecodeError):
+        return {}
+    out = {}
+    for pg in pgs if isinstance(pgs, list) else []:
+        if not isinstance(pg, dict) or "pg_name" not in pg:
+            continue
+        ranks = [int(r) for r in pg.get("ranks") or []]
+        if not ranks:
+            size = int(pg.get("group_size") or world or 0)
+            ranks = list(range(size))
+        if ranks:
+            out[str(pg["pg_name"])] = tuple(ranks)
+    return out
+
+
+def _check_version(path: Path, gm: Any, meta: dict[str, object]) -> None:
+    where = f"trace file {str(path)!r}, GlobalMetadata"
+    version = str(gm.version or "")
+    if version and version not in CHAKRA_VERSIONS:
+        raise DistscopeError(
+            f"{where}: version={version!r} is a Chakra ET version distscope does not read "
+            f"(reads {', '.join(CHAKRA_VERSIONS)}); convert it with mlc-chakra {', '.join(CHAKRA_VERSIONS)}"
+        )
+    schema = meta.get("schema")
+    if schema is not None and str(schema) not in PYTORCH_ET_SCHEMAS:
+        raise DistscopeError(
+            f"{where}: schema={schema!r} comes from a PyTorch/Chakra version distscope does not read "
+            f"(reads {', '.join(PYTORCH_ET_SCHEMAS)})"
+        )
+
+
+def _leaf_times(nodes: list[Node]) -> list[Node]:
+    """Nesting is never counted twice. In PyTorch-derived traces ctrl_deps name the calling op
+    (chakra's converter: `ctrl_deps = parent`). mlc-chakra's converter writes each op's exclusive time
+    (`duration_micros = exclusive_dur`, pytorch_converter.py), which sums without double counting; a
+    trace that records inclusive times instead (a caller's time covers its callees', i.e. it is at least
+    their sum) gets only its leaves timed: such callers are kept, for their dependencies, at zero time."""
+    callees: dict[int, float] = {}
+    for n in nodes:
+        for d in n.ctrl_deps:
+            callees[d] = callees.get(d, 0.0) + n.duration_s
+    if not callees:
+        return nodes
+    import dataclasses
+
+    return [
+        dataclasses.replace(n, duration_s=0.0)
+        if n.id in callees and n.kind is NodeKind.COMP and n.duration_s > 0 and n.duration_s >= callees[n.id]
+        else n
+        for n in nodes
+    ]
+
+
+def _drop_dangling(nodes: list[Node]) -> tuple[list[Node], int, tuple[int, int] | None]:
+    """Remove dependencies on ids absent from the file; returns (nodes, count, (node, missing) example)."""
+    import dataclasses
+
+    ids = {n.id for n in nodes}
+    count = 0
+    example: tuple[int, int] | None = None
+    out = []
+    for n in nodes:
+        if all(d in ids for d in n.data_deps) and all(d in ids for d in n.ctrl_deps):
+            out.append(n)
+            continue
+        data = tuple(d for d in n.data_deps if d in ids)
+        ctrl = tuple(d for d in n.ctrl_deps if d in ids)
+        lost = len(n.data_deps) + len(n.ctrl_deps) - len(data) - len(ctrl)
+        count += lost
+        if example is None:
+            example = (n.id, next(d for d in (*n.data_deps, *n.ctrl_deps) if d not in ids))
+        out.append(dataclasses.replace(n, data_deps=data, ctrl_deps=ctrl))
+    return out, count, example
+
+
+def read_rank(
+    path: str | Path, rank: int, world: int | None = None
+) -> tuple[RankGraph, dict[str, tuple[int, ...]]]:
+    """Parse one `.et` file: the rank's graph and the process groups its metadata declares.
+
+    Real converter output is read as it comes: METADATA nodes are kept (zero time), dependencies on
+    nodes absent from the file are dropped and counted in one warning, nested PyTorch ops take time
+    only at the leaves (`_leaf_times`), and each COMP node runs on the lane of its thread or stream.
+    """
     pb, protolib = _chakra()
     path = Path(path)
     try:
@@ -123,8 +242,10 @@ def read_rank(path: str | Path, rank: int) -> tuple[RankGraph, dict[str, tuple[i
     except OSError as exc:
         raise DistscopeError(f"trace file {str(path)!r}: cannot open ({exc.strerror})") from exc
     groups: dict[str, tuple[int, ...]] = {}
+    labels: dict[str, str] = {}
     meta: dict[str, object] = {}
     nodes: list[Node] = []
+    last = "GlobalMetadata"
     with fh:
         gm = pb.GlobalMetadata()
         try:
@@ -134,20 +255,45 @@ def read_rank(path: str | Path, rank: int) -> tuple[RankGraph, dict[str, tuple[i
             for attr in gm.attr:
                 if attr.name.startswith(PG_ATTR_PREFIX):
                     groups[attr.name[len(PG_ATTR_PREFIX) :]] = tuple(int(r) for r in _attr_value(attr))
+                elif attr.name.startswith(PG_LABEL_PREFIX):
+                    labels[attr.name[len(PG_LABEL_PREFIX) :]] = str(_attr_value(attr))
                 else:
                     meta[attr.name] = _attr_value(attr)
+            _check_version(path, gm, meta)
             while True:
                 msg = pb.Node()
                 if not protolib.decodeMessage(fh, msg):
                     break
                 node = _node_from_proto(pb, msg, rank)
-                if node is not None:
-                    nodes.append(node)
-        except DistscopeError:
-            raise
+                if node.kind is NodeKind.METADATA and PG_INIT_NAME in node.name:
+                    for name, ranks in _pg_init_groups(msg, world).items():
+                        groups.setdefault(name, ranks)
+                nodes.append(node)
+                last = f"node {msg.id} ({msg.name!r})"
+        except DistscopeError as exc:
+            if str(path) in str(exc):
+                raise
+            raise DistscopeError(f"trace file {str(path)!r}, {exc}") from exc
         except Exception as exc:  # protobuf DecodeError on a truncated/corrupt file
-            raise DistscopeError(f"trace file {str(path)!r}: not a Chakra ET ({exc})") from exc
-    return RankGraph(rank=rank, nodes=tuple(nodes), metadata=meta), groups
+            raise DistscopeError(
+                f"trace file {str(path)!r}: truncated or corrupt after {last}: not a Chakra ET ({exc})"
+            ) from exc
+    nodes, dangling, example = _drop_dangling(nodes)
+    if dangling:
+        assert example is not None
+        warn(
+            f"trace file {str(path)!r}: {dangling} dependencies name nodes absent from the file (e.g. node "
+            f"{example[0]} -> {example[1]}); treated as satisfied"
+        )
+    if "schema" in meta:  # PyTorch-derived (chakra_converter output): ctrl_deps name the calling op
+        nodes = _leaf_times(nodes)
+    if labels:
+        meta["pg_labels"] = labels
+    try:
+        graph = RankGraph(rank=rank, nodes=tuple(nodes), metadata=meta)
+    except DistscopeError as exc:
+        raise DistscopeError(f"trace file {str(path)!r}, {exc}") from exc
+    return graph, groups
 
 
 def _node_to_proto(pb: Any, node: Node) -> Any:
@@ -157,6 +303,10 @@ def _node_to_proto(pb: Any, node: Node) -> Any:
     msg.duration_micros = round(node.duration_s * 1e6)
     attr = pb.AttributeProto
     msg.attr.append(attr(name="is_cpu_op", bool_val=node.is_cpu_op))
+    if node.lane.startswith(LANE_TID):
+        msg.attr.append(attr(name="tid", int64_val=int(node.lane[len(LANE_TID) :])))
+    elif node.lane.startswith(LANE_STREAM):
+        msg.attr.append(attr(name="stream", int64_val=int(node.lane[len(LANE_STREAM) :])))
     if node.duration_s:  # duration_micros is whole microseconds; keep ns for short kernels
         msg.attr.append(attr(name="duration_ns", int64_val=round(node.duration_s * 1e9)))
     if node.num_ops:
@@ -174,15 +324,24 @@ def _node_to_proto(pb: Any, node: Node) -> Any:
         msg.attr.append(attr(name="comm_tag", int32_val=node.comm_tag))
     if node.pg_name:
         msg.attr.append(attr(name="pg_name", string_val=node.pg_name))
+    if node.comm_dtype:
+        msg.attr.append(attr(name="comm_dtype", string_val=node.comm_dtype))
     return msg
 
 
-def write_rank(path: str | Path, graph: RankGraph, process_groups: Mapping[str, Iterable[int]] | None = None) -> None:
+def write_rank(
+    path: str | Path,
+    graph: RankGraph,
+    process_groups: Mapping[str, Iterable[int]] | None = None,
+    group_labels: Mapping[str, str] | None = None,
+) -> None:
     """Write one rank's graph as a Chakra ET file (GlobalMetadata, then the nodes in order)."""
     pb, protolib = _chakra()
     gm = pb.GlobalMetadata(version="1.0.0")
     for name, ranks in sorted((process_groups or {}).items()):
         gm.attr.append(pb.AttributeProto(name=PG_ATTR_PREFIX + name, int64_list=pb.Int64List(values=list(ranks))))
+    for name, label in sorted((group_labels or {}).items()):
+        gm.attr.append(pb.AttributeProto(name=PG_LABEL_PREFIX + name, string_val=label))
     with Path(path).open("wb") as fh:
         protolib.encodeMessage(fh, gm)
         for node in graph.nodes:
@@ -223,19 +382,30 @@ def read_traces(prefix: str | Path, on_rank: Callable[[], None] | None = None) -
     _chakra()
     graphs = {}
     groups: dict[str, tuple[int, ...]] = {}
-    for rank, path in trace_files(prefix).items():
-        graph, declared = read_rank(path, rank)
+    labels: dict[str, str] = {}
+    files = trace_files(prefix)
+    for rank, path in files.items():
+        graph, declared = read_rank(path, rank, world=len(files))
         if on_rank is not None:
             on_rank()
         graphs[rank] = graph
         for name, ranks in declared.items():
             if name in groups and groups[name] != ranks:
                 raise DistscopeError(
-                    f"rank {rank}: field pg:{name} lists ranks {list(ranks)} but another rank lists "
-                    f"{list(groups[name])}"
+                    f"trace file {str(path)!r}: field pg:{name} lists ranks {list(ranks)} but another rank "
+                    f"lists {list(groups[name])}"
                 )
             groups[name] = ranks
-    return TraceSet(graphs=graphs, process_groups=groups)
+        labels.update(graph.metadata.get("pg_labels", {}))  # type: ignore[call-overload]
+    beyond = sorted({r for ranks in groups.values() for r in ranks if r >= len(files)})
+    if beyond:
+        name = next(n for n, ranks in groups.items() if beyond[0] in ranks)
+        stem = Path(prefix).name
+        raise DistscopeError(
+            f"trace prefix {str(prefix)!r}: missing rank {beyond[0]}: process group {name!r} lists it but there "
+            f"is no {stem}.{beyond[0]}.et (files for ranks 0..{len(files) - 1})"
+        )
+    return TraceSet(graphs=graphs, process_groups=groups, group_labels=labels)
 
 
 def write_traces(prefix: str | Path, traces: TraceSet, on_rank: Callable[[], None] | None = None) -> list[Path]:
@@ -247,7 +417,12 @@ def write_traces(prefix: str | Path, traces: TraceSet, on_rank: Callable[[], Non
     for rank, graph in traces.graphs.items():
         path = prefix.parent / f"{prefix.name}.{rank}.et"
         used = {n.pg_name for n in graph.nodes if n.pg_name}
-        write_rank(path, graph, {k: v for k, v in traces.process_groups.items() if k in used})
+        write_rank(
+            path,
+            graph,
+            {k: v for k, v in traces.process_groups.items() if k in used},
+            {k: v for k, v in traces.group_labels.items() if k in used},
+        )
         paths.append(path)
         if on_rank is not None:
             on_rank()
@@ -300,7 +475,7 @@ def read_symmetric(directory: str | Path, on_rank: Callable[[], None] | None = N
     graphs = {}
     groups: dict[str, tuple[int, ...]] = {}
     for rep in sorted(set(class_of)):
-        graph, declared = read_rank(Path(directory) / f"{manifest['prefix']}.{rep}.et", rep)
+        graph, declared = read_rank(Path(directory) / f"{manifest['prefix']}.{rep}.et", rep, world=len(class_of))
         graphs[rep] = graph
         if on_rank is not None:
             on_rank()

@@ -160,3 +160,64 @@ def generate(
         return
     for key, value in summary.items():
         typer.echo(f"{key}: {value}")
+
+
+@trace_app.command("capture", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def capture_cmd(
+    ctx: typer.Context,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the traces (created; earlier capture files in it are replaced).")],
+    step: Annotated[
+        int, typer.Option(help="Step to capture: the one that starts when the N-th optimizer.step() returns (0: the first).")
+    ] = 1,
+    dims: Annotated[
+        str, typer.Option(help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' (DeviceMesh dim names are used automatically).")
+    ] = "",
+    timeout_s: Annotated[float, typer.Option(help="Kill the job (torchrun and its workers) after this many seconds.")] = 1800.0,
+    convert: Annotated[
+        bool, typer.Option("--convert/--no-convert", help="Also convert with mlc-chakra's own converter into OUT/chakra/.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+) -> None:
+    """Capture one step of COMMAND (after '--', e.g. torchrun --nproc-per-node 4 train.py) as Chakra ET.
+
+    No change to the script: every worker records its host execution trace and Kineto trace for the
+    step, plus the process group of each collective; distscope links them and writes OUT/step.<rank>.et.
+    """
+    import signal
+
+    from rich.console import Console
+
+    from distscope.errors import DistscopeError
+    from distscope.trace.capture_files import clear, postprocess, ranks_with_traces
+    from distscope.trace.capture_launch import capture_env, run_job
+
+    if step < 0:
+        raise DistscopeError(f"--step={step} must be >= 0")
+    if not ctx.args:
+        raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
+    out.mkdir(parents=True, exist_ok=True)
+    clear(out)
+    rc = run_job(ctx.args, capture_env(out, step, dims), timeout_s)
+    if rc != 0:
+        code = 128 + -rc if rc < 0 else rc
+        why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
+        ranks = ranks_with_traces(out)
+        print(
+            f"distscope: error: the job exited with {why}; partial capture left in {str(out)!r} "
+            f"(ranks with traces: {ranks or 'none'})",
+            file=sys.stderr,
+        )
+        raise typer.Exit(code=code)
+    console = Console(stderr=True)
+    with console.status("linking and converting traces", spinner="dots"):
+        summary = postprocess(out, convert=convert)
+    if as_json:
+        sys.stdout.write(json.dumps(summary.to_json()) + "\n")
+        return
+    typer.echo(f"captured step {summary.step} of {summary.world_size} ranks into {out}/{'step'}.<rank>.et")
+    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (the last rank to finish; "
+               + ", ".join(f"r{r} {s * 1e3:.1f}" for r, s in sorted(summary.step_s_by_rank.items())) + ")")
+    for group, ops in summary.comm_bytes_by_group.items():
+        typer.echo(f"  {group}: " + ", ".join(f"{op} {b:,} B" for op, b in sorted(ops.items())) + " (all ranks)")
+    if summary.converted:
+        typer.echo(f"mlc-chakra converter output: {out}/chakra/step.<rank>.et")

@@ -14,8 +14,11 @@ from distscope.errors import DistscopeError
 
 
 class NodeKind(enum.Enum):
-    """Chakra `NodeType` values that distscope executes (et_def.proto)."""
+    """Chakra `NodeType` values that distscope executes (et_def.proto). METADATA nodes (e.g. PyTorch's
+    `## process_group:init ##`) carry no work: they finish as soon as their dependencies do, as in
+    ASTRA-sim's Workload::issue_metadata, and later nodes may depend on them."""
 
+    METADATA = "METADATA"
     COMP = "COMP"
     COMM_COLL = "COMM_COLL"
     COMM_SEND = "COMM_SEND"
@@ -52,6 +55,9 @@ class Node:
     Communication nodes carry `comm_kind` + `comm_size_bytes` (collectives: for ALL_GATHER the per-rank
     input shard, otherwise the full buffer, as ASTRA-sim reads Chakra), or `comm_src`/`comm_dst`/`comm_tag`
     plus `tensor_size_bytes` (point-to-point).
+    `lane` names the execution resource of a COMP/MEM node within its rank: a CPU thread ("tid:<n>") or a
+    device stream ("stream:<n>"); nodes on different lanes overlap, nodes on one lane run one at a time.
+    "" is the rank's default lane (generated traces).
     """
 
     id: int
@@ -69,6 +75,8 @@ class Node:
     comm_tag: int = 0
     pg_name: str = ""
     is_cpu_op: bool = False
+    lane: str = ""
+    comm_dtype: str = ""  # element type of a communication node's payload (torch name), when known
 
     def __post_init__(self) -> None:
         if self.id < 0:

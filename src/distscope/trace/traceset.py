@@ -19,6 +19,8 @@ class TraceSet:
 
     graphs: dict[int, RankGraph]
     process_groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Optional parallelism label of a group (dp, tp, pp, ...), e.g. from a captured job's DeviceMesh.
+    group_labels: dict[str, str] = field(default_factory=dict)
     # Symmetric trace sets: the representative rank of every rank; `graphs` then holds only the
     # representatives, and every other rank runs its representative's graph.
     class_of: tuple[int, ...] | None = None

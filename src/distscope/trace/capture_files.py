@@ -1,0 +1,188 @@
+"""A capture folder: per-rank host/Kineto traces in, linked ET+ and Chakra ET out (torch-free).
+
+    DIR/host.<r>.json     PyTorch execution trace (input)
+    DIR/kineto.<r>.json   Kineto trace (input)
+    DIR/meta.<r>.json     measured step time, torch version, world size (input)
+    DIR/calls/*.json      comm log of every rank (input; merged into DIR/calls.json)
+    DIR/linked.<r>.json   ET+ (trace/link.py): what `chakra_converter PyTorch` reads
+    DIR/step.<r>.et       Chakra ET written by distscope: leaf ops on thread lanes, Python time, COMM
+                          nodes with comm_size and process group, waits as dependencies (from_capture.py)
+    DIR/chakra/step.<r>.et  the same step converted by mlc-chakra's own PyTorchConverter (when installed);
+                          host ops only, gloo collectives as the ops that ran them, no COMM nodes
+    DIR/capture.json      summary: measured step per rank, nodes, bytes per group
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from distscope.errors import DistscopeError
+from distscope.trace.from_capture import CapturedRank, build_rank
+from distscope.trace.link import link
+from distscope.userfile import read_json, write_text
+
+PREFIX = "step"
+SUMMARY = "capture.json"
+SUMMARY_FORMAT = "distscope-capture/1"
+CONVERTED = "chakra"
+# Files a capture writes; cleared before a new capture into the same folder (stale ranks never mix).
+OWN_PATTERNS = ("host.*.json", "kineto.*.json", "meta.*.json", "linked.*.json", f"{PREFIX}.*.et", SUMMARY,
+                "calls.json", "calls/*.json", f"{CONVERTED}/{PREFIX}.*.et")
+
+
+def clear(out_dir: Path) -> None:
+    for pattern in OWN_PATTERNS:
+        for p in out_dir.glob(pattern):
+            p.unlink()
+
+
+def ranks_with_traces(out_dir: Path) -> list[int]:
+    """Ranks whose host, Kineto and meta files are all present."""
+    out = []
+    for p in out_dir.glob("meta.*.json"):
+        r = p.name.split(".")[1]
+        if r.isdigit() and (out_dir / f"host.{r}.json").is_file() and (out_dir / f"kineto.{r}.json").is_file():
+            out.append(int(r))
+    return sorted(out)
+
+
+def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True) -> CapturedRank:
+    """Link, build and write one rank's Chakra ET (and mlc-chakra's conversion when `convert`)."""
+    from distscope.trace.chakra_io import write_rank
+
+    host_path, kineto_path = out_dir / f"host.{rank}.json", out_dir / f"kineto.{rank}.json"
+    et_plus = link(read_json(host_path, "host trace"), read_json(kineto_path, "Kineto trace"),
+                   host_where=repr(str(host_path)), kineto_where=repr(str(kineto_path)))
+    linked_path = out_dir / f"linked.{rank}.json"
+    write_text(linked_path, json.dumps(et_plus), "linked trace")
+    captured = build_rank(et_plus, rank, f"trace {str(linked_path)!r}", completion_s=completions(out_dir, rank))
+    write_rank(out_dir / f"{PREFIX}.{rank}.et", captured.graph, captured.groups, captured.labels)
+    if convert:
+        convert_with_chakra(linked_path, out_dir / CONVERTED / f"{PREFIX}.{rank}.et")
+    return captured
+
+
+def completions(out_dir: Path, rank: int) -> dict[tuple[str, int], float]:
+    """Issue-to-completion seconds of each comm call of a rank, by (group, seq), from its comm log."""
+    out: dict[tuple[str, int], float] = {}
+    for p in sorted((out_dir / "calls").glob(f"rank{rank}.*.json")):
+        for c in read_json(p, "log file").get("calls", []):
+            if c.get("duration_s") is not None and c.get("rank") == rank:
+                out[(str(c["group"]), int(c["seq"]))] = float(c["duration_s"])
+    return out
+
+
+def convert_with_chakra(linked_path: Path, out_path: Path) -> bool:
+    """Run mlc-chakra's PyTorchConverter on ET+ JSON; False when mlc-chakra is not installed."""
+    try:
+        from chakra.src.converter.pytorch_converter import PyTorchConverter
+    except ImportError:
+        return False
+    import logging
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    level = logging.root.level
+    logging.root.setLevel(logging.WARNING)  # the converter logs every node at DEBUG/INFO
+    try:
+        PyTorchConverter().convert(str(linked_path), str(out_path), False)
+    except Exception as exc:  # the converter raises bare Exception/ValueError/KeyError on bad input
+        raise DistscopeError(f"chakra_converter on {str(linked_path)!r}: {type(exc).__name__}: {exc}"[:400]) from exc
+    finally:
+        logging.root.setLevel(level)
+    return True
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CaptureSummary:
+    world_size: int
+    step: int | None
+    torch: str
+    step_s_by_rank: dict[int, float]
+    nodes: int
+    comm_bytes_by_group: dict[str, dict[str, int]]  # group -> {op: bytes per rank, summed over ranks}
+    converted: bool
+
+    @property
+    def step_s(self) -> float:
+        """The measured step: every rank starts it together (recorder.py meets them in the c10d store
+        first), and it lasts until the last rank's optimizer.step() returns, as the simulated step does."""
+        return max(self.step_s_by_rank.values())
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["format"] = SUMMARY_FORMAT
+        d["prefix"] = PREFIX
+        d["step_s"] = self.step_s
+        return d
+
+
+def read_meta(out_dir: Path, rank: int) -> dict[str, Any]:
+    meta: dict[str, Any] = read_json(out_dir / f"meta.{rank}.json", "capture meta")
+    for key in ("world_size", "step_s"):
+        if key not in meta:
+            raise DistscopeError(f"capture meta {str(out_dir / f'meta.{rank}.json')!r}: missing field {key!r}")
+    return meta
+
+
+def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) -> CaptureSummary:
+    """Every rank of a capture folder; checks that ranks 0..world-1 are all there."""
+    ranks = ranks_with_traces(out_dir)
+    if not ranks:
+        raise DistscopeError(f"capture folder {str(out_dir)!r}: no rank wrote host/kineto/meta traces")
+    metas = {r: read_meta(out_dir, r) for r in ranks}
+    world = int(metas[ranks[0]]["world_size"])
+    missing = sorted(set(range(world)) - set(ranks))
+    if missing:
+        raise DistscopeError(
+            f"capture folder {str(out_dir)!r}: rank {missing[0]} of {world} wrote no traces "
+            f"(files host.{missing[0]}.json/kineto.{missing[0]}.json/meta.{missing[0]}.json); did it reach the step?"
+        )
+    nodes = 0
+    by_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    converted = convert
+    for r in ranks:
+        cap = postprocess_rank(out_dir, r, convert=convert)
+        nodes += len(cap.graph.nodes)
+        for c in cap.calls:
+            by_group[c.label or c.group][c.op.value] += c.bytes
+        if progress is not None:
+            progress()
+    if convert:
+        converted = all((out_dir / CONVERTED / f"{PREFIX}.{r}.et").is_file() for r in ranks)
+    merge_calls(out_dir)
+    summary = CaptureSummary(
+        world_size=world,
+        step=metas[ranks[0]].get("step"),
+        torch=str(metas[ranks[0]].get("torch", "")),
+        step_s_by_rank={r: float(m["step_s"]) for r, m in metas.items()},
+        nodes=nodes,
+        comm_bytes_by_group={g: dict(v) for g, v in sorted(by_group.items())},
+        converted=converted,
+    )
+    write_text(out_dir / SUMMARY, json.dumps(summary.to_json(), indent=1) + "\n", "capture summary")
+    return summary
+
+
+def merge_calls(out_dir: Path) -> int:
+    """DIR/calls/*.json -> DIR/calls.json (the `distscope measure log --out` format)."""
+    parts = sorted((out_dir / "calls").glob("*.json"))
+    if not parts:
+        return 0
+    calls: list[dict[str, Any]] = []
+    for p in parts:
+        calls += read_json(p, "log file").get("calls", [])
+    calls.sort(key=lambda c: (c.get("rank", 0), c.get("start_s", 0.0)))
+    write_text(out_dir / "calls.json", json.dumps({"calls": calls}) + "\n", "log file")
+    return len(calls)
+
+
+def load_summary(out_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = read_json(out_dir / SUMMARY, "capture summary")
+    if data.get("format") != SUMMARY_FORMAT:
+        raise DistscopeError(f"capture summary {str(out_dir / SUMMARY)!r}: format={data.get('format')!r}, "
+                             f"need {SUMMARY_FORMAT}")
+    return data

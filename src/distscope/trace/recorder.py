@@ -1,0 +1,177 @@
+"""Record one training step of a running PyTorch job: host execution trace + Kineto trace per rank.
+
+    with distscope.trace.capture("cap/"):      # in a script you instrument: the block is the step
+        loss = model(x).sum(); loss.backward(); opt.step()
+
+`distscope trace capture --out DIR --step N -- torchrun ... train.py` does the same in every worker of an
+unmodified script (trace/_shim/sitecustomize.py calls `install()`): the captured step is the one that
+starts when the N-th `optimizer.step()` returns and ends when the next one returns.
+
+Per rank it writes into the output folder: `host.<rank>.json` (torch.profiler.ExecutionTraceObserver),
+`kineto.<rank>.json` (torch.profiler, CPU and, when present, CUDA activities), `meta.<rank>.json` (the
+measured step time, torch version, world size) and, at exit, the comm log `calls/rank<rank>.<pid>.json`
+(`distscope measure log` format). A CommLogger with annotations runs all along (see measure/logger.py):
+its record functions name the process group of every collective. `postprocess(...)` turns the files
+into Chakra ET (see trace/capture_files.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from distscope.measure.logger import CommLogger
+from distscope.trace.from_capture import STEP_MARK
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
+def _world() -> int:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+_STARTS = itertools.count()
+
+
+def _store_barrier(key: str, timeout_s: float = 300.0) -> None:
+    """Start every rank's step together (the simulator starts them together): the ranks meet in the job's
+    c10d store, not in a collective, so nothing shows in the comm log or the traces. Profiler start-up
+    takes a different time on each rank; without this the ranks' steps would start skewed by it."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    store = dist.distributed_c10d._get_default_store()
+    if store.add(key, 1) == dist.get_world_size():
+        store.set(key + "/go", "1")
+    store.wait([key + "/go"], datetime.timedelta(seconds=timeout_s))
+
+
+class _Recorder:
+    """Starts/stops the execution-trace observer, the Kineto profiler and the step record function."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self._prof: Any = None
+        self._et: Any = None
+        self._mark: Any = None
+        self._t0 = 0.0
+        self.done = False
+
+    def start(self) -> None:
+        from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+        rank = _rank()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        et = self._et = ExecutionTraceObserver().register_callback(str(self.out_dir / f"host.{rank}.json"))
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        self._prof = profile(activities=acts, record_shapes=True, execution_trace_observer=et)
+        self._prof.start()
+        _store_barrier(f"distscope_capture/{next(_STARTS)}")  # every rank starts captures in the same order
+        self._mark = torch.autograd.profiler.record_function(STEP_MARK)
+        self._mark.__enter__()
+        self._t0 = time.perf_counter()
+
+    def stop(self, step: int | None) -> None:
+        if self._prof is None or self.done:
+            return
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        step_s = time.perf_counter() - self._t0
+        self._mark.__exit__(None, None, None)
+        self._prof.stop()
+        self._et.unregister_callback()  # finalizes the host trace's JSON
+        rank = _rank()
+        self._prof.export_chrome_trace(str(self.out_dir / f"kineto.{rank}.json"))
+        meta = {
+            "rank": rank,
+            "world_size": _world(),
+            "step": step,
+            "step_s": step_s,
+            "torch": torch.__version__,
+            "pid": os.getpid(),
+        }
+        (self.out_dir / f"meta.{rank}.json").write_text(json.dumps(meta) + "\n")
+        self.done = True
+
+
+class CaptureLogger(CommLogger):
+    """A CommLogger (annotated) that records step `step` (counted in optimizer.step() calls)."""
+
+    def __init__(self, out_dir: Path, *, step: int, dims: dict[str, list[list[int]]] | None = None,
+                 watchdog_timeout_s: float | None = None) -> None:
+        super().__init__(dims=dims, annotate=True, watchdog_timeout_s=watchdog_timeout_s,
+                         dump_path=out_dir / "calls" / f"rank{os.environ.get('RANK', '0')}.{os.getpid()}.json")
+        self.capture_step = step
+        self.recorder = _Recorder(out_dir)
+        self.step_times_s: list[float] = []
+        self._last = time.perf_counter()
+
+    def __enter__(self) -> CaptureLogger:
+        super().__enter__()
+        if self.capture_step == 0:
+            self.recorder.start()
+        return self
+
+    def _on_step(self, *a: Any) -> None:
+        super()._on_step(*a)
+        now = time.perf_counter()
+        self.step_times_s.append(now - self._last)
+        self._last = now
+        if self._step == self.capture_step + 1:
+            self.recorder.stop(self.capture_step)
+        if self._step == self.capture_step and not self.recorder.done:
+            self.recorder.start()
+
+
+def install() -> None:
+    """Called in every torchrun worker under `distscope trace capture` (environment set by the CLI)."""
+    from distscope.measure.groups import parse_dim_map
+
+    out_dir = Path(os.environ["DISTSCOPE_CAPTURE_DIR"])
+    logger = CaptureLogger(
+        out_dir,
+        step=int(os.environ.get("DISTSCOPE_CAPTURE_STEP", "1")),
+        dims=parse_dim_map(os.environ.get("DISTSCOPE_COMMLOG_DIMS", "")),
+    )
+    logger.__enter__()
+    atexit.register(logger.__exit__, None, None, None)
+
+
+@contextmanager
+def capture(out_dir: str | Path, *, postprocess: bool = True) -> Iterator[Path]:
+    """Record the block as one step of this rank into `out_dir`; then (by default) link and convert this
+    rank's traces (`step.<rank>.et`, see trace/capture_files.py)."""
+    out = Path(out_dir)
+    rank = _rank()
+    logger = CommLogger(annotate=True, dump_path=out / "calls" / f"rank{rank}.{os.getpid()}.json")
+    recorder = _Recorder(out)
+    with logger:
+        recorder.start()
+        try:
+            yield out
+        finally:
+            recorder.stop(None)
+    if postprocess:
+        from distscope.trace.capture_files import postprocess_rank
+
+        postprocess_rank(out, rank)

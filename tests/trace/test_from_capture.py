@@ -1,0 +1,131 @@
+"""trace/from_capture.py on a hand-made linked step: leaf ops and Python time on the training thread,
+COMM nodes with bytes from the op's inputs, waits (explicit and from data dependencies) as dependencies."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from distscope.errors import DistscopeError
+from distscope.trace.from_capture import build_rank
+from distscope.trace.graph import CollKind, NodeKind
+from distscope.trace.traceset import TraceSet
+
+AR_SCHEMA = ("c10d::allreduce_(Tensor[] tensors, __torch__.torch.classes.c10d.ProcessGroup process_group, "
+             "__torch__.torch.classes.c10d.ReduceOp reduce_op, Tensor? sparse_indices, bool async_op=True, "
+             "int timeout=-1) -> (Tensor[], __torch__.torch.classes.c10d.Work)")
+AG_SCHEMA = ("c10d::_allgather_base_(Tensor output_tensor, Tensor input_tensor, "
+             "__torch__.torch.classes.c10d.ProcessGroup process_group, bool async_op=True, int timeout=-1) "
+             "-> (Tensor, __torch__.torch.classes.c10d.Work)")
+
+
+def _t(storage: int, numel: int, itemsize: int = 4) -> list[Any]:
+    return [storage * 10, storage, 0, numel, itemsize, "cpu"]
+
+
+def _n(nid: int, name: str, parent: int, ts: float | None, dur: float = 0.0, tid: int = 1, *,
+       ins: list[Any] | None = None, types: list[str] | None = None, outs: list[Any] | None = None,
+       schema: str = "") -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "id": nid, "name": name, "ctrl_deps": parent,
+        "inputs": {"values": ins or [], "shapes": [], "types": types or [], "strides": []},
+        "outputs": {"values": outs or [], "shapes": [], "types": [], "strides": []},
+        "attrs": [{"name": "rf_id", "type": "uint64", "value": nid}, {"name": "tid", "type": "uint64", "value": tid},
+                  {"name": "op_schema", "type": "string", "value": schema}],
+    }
+    if ts is not None:
+        node.update(ts=ts, inclusive_dur=dur, exclusive_dur=dur)
+    return node
+
+
+def _step() -> dict[str, Any]:
+    """Times in us. Window 0-10000 on thread 1:
+    mm 100-1000 writes buffer 50; all_reduce on buffer 50 issued 1100-1300 (gloo runs it on thread 2,
+    1300-4300); add_ 5000-5100 reads buffer 50 (it waited: DDP-style, no Python wait call); sum 6000-7000;
+    all_gather (output 60: 2048 floats, input 61) 7000-7100; explicit wait 7200-8700; mul 8800-9000 reads 60."""
+    ar_in = [[_t(50, 1024)], "<Object>", "<Object>", "<None>", True, -1]
+    ag_in = [_t(60, 2048), _t(61, 1024), "<Object>", True, -1]
+    return {"schema": "1.1.1-chakra.0.0.4", "nodes": [
+        _n(1, "[pytorch|profiler|execution_trace|process]", 1, None, tid=0),
+        _n(2, "[pytorch|profiler|execution_trace|thread]", 1, None),
+        _n(4, "distscope::step", 2, 0, 10000),
+        _n(5, "aten::mm", 4, 100, 900, outs=[_t(50, 1024)]),
+        _n(6, "c10d::allreduce_", 4, 1100, 200, ins=ar_in, types=["GenericList[Tensor(float)]"], schema=AR_SCHEMA),
+        _n(7, "distscope::comm pg=0 seq=3 dim=dp ranks=0,1 op=all_reduce", 6, 1150, 100),
+        _n(8, "gloo:all_reduce", 99, 1300, 3000, tid=2),
+        _n(9, "aten::add_", 4, 5000, 100, ins=[_t(50, 1024)], outs=[_t(50, 1024)]),
+        _n(10, "aten::sum", 4, 6000, 1000),
+        _n(11, "c10d::_allgather_base_", 4, 7000, 100, ins=ag_in, types=["Tensor(float)", "Tensor(float)"],
+           schema=AG_SCHEMA),
+        _n(12, "distscope::comm pg=1 seq=0 dim=tp ranks=0,1 op=all_gather", 11, 7020, 50),
+        _n(13, "distscope::wait pg=1 seq=0", 4, 7200, 1500),
+        _n(14, "aten::mul", 4, 8800, 200, ins=[_t(60, 2048)]),
+    ]}
+
+
+def test_graph_of_a_step() -> None:
+    cap = build_rank(_step(), 0, "t", completion_s={("0", 3): 0.0035, ("1", 0): 0.0016})
+    nodes = cap.graph.nodes
+    names = [n.name for n in nodes if n.kind is NodeKind.COMP]
+    assert names == ["(python)", "aten::mm", "(python)", "c10d::allreduce_", "(wait)", "aten::add_", "(python)",
+                     "aten::sum", "c10d::_allgather_base_", "(python)", "(python)", "aten::mul", "(python)"]
+    assert {n.lane for n in nodes if n.kind is NodeKind.COMP} == {"tid:1"}
+    ar, ag = [n for n in nodes if n.kind is NodeKind.COMM_COLL]
+    assert ar.comm_kind is CollKind.ALL_REDUCE and ar.comm_size_bytes == 4096 and ar.pg_name == "0"
+    # all-gather: the logger counts the gathered output (8192 B); Chakra's comm_size is the per-rank shard
+    assert ag.comm_kind is CollKind.ALL_GATHER and ag.comm_size_bytes == 4096 and ag.comm_dtype == "float"
+    assert [(c.op.value, c.bytes, c.label) for c in cap.calls] == [("all_reduce", 4096, "dp"), ("all_gather", 8192, "tp")]
+    by_name = {n.name: n for n in nodes}
+    wait = by_name["(wait)"]
+    assert ar.id in wait.data_deps and wait.duration_s == 0  # the gap 1300-5000 was waiting for the all-reduce
+    after_wait = nodes[by_name["aten::mul"].data_deps[0]]
+    assert after_wait.name == "(python)" and ag.id in after_wait.data_deps  # the explicit wait's dependency
+    assert cap.implicit_waits == 1 and cap.wait_s == pytest.approx((5000 - 1300 + 1500) * 1e-6)
+    total = sum(n.duration_s for n in nodes if n.kind is NodeKind.COMP)
+    assert total + cap.wait_s == pytest.approx(cap.step_s) and cap.step_s == pytest.approx(0.01)
+    assert cap.groups == {"0": (0, 1), "1": (0, 1)} and cap.labels == {"0": "dp", "1": "tp"}
+
+
+def test_a_gap_after_the_collective_completed_is_python_time() -> None:
+    cap = build_rank(_step(), 0, "t", completion_s={("0", 3): 0.0001, ("1", 0): 0.0016})
+    assert cap.implicit_waits == 0
+    gap = next(n for n in cap.graph.nodes if n.kind is NodeKind.COMP and n.duration_s == pytest.approx(3.7e-3))
+    assert gap.name == "(python)"
+
+
+def test_simulated_step_replays_compute_and_prices_communication() -> None:
+    from distscope.measure.ops import CollectiveOp
+    from distscope.measure.profile import OpFit, SystemProfile
+    from distscope.sim.api import simulate_traces
+    from distscope.sim.profile_network import ProfileNetwork
+
+    caps = [build_rank(_step(), r, "t", completion_s={("0", 3): 0.0035, ("1", 0): 0.0016}) for r in (0, 1)]
+    traces = TraceSet(graphs={r: c.graph for r, c in enumerate(caps)}, process_groups=caps[0].groups,
+                      group_labels=caps[0].labels)
+    fit = dict(max_rel_err=0.0, n_points=2, min_bytes=1, max_bytes=2, nranks=2, dtype="float32")
+    prof = SystemProfile(name="p", levels={"default": {
+        CollectiveOp.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        CollectiveOp.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+    }})
+    res = simulate_traces(traces, ProfileNetwork(prof))
+    compute = sum(n.duration_s for n in caps[0].graph.nodes if n.kind is NodeKind.COMP)
+    # the all-reduce (1 ms) is waited for right away; the all-gather (2 ms) after 0.1 ms of Python time
+    assert res.step_time_s == pytest.approx(compute + 1e-3 + (2e-3 - 100e-6))
+
+
+def test_bad_steps_are_one_line() -> None:
+    step = _step()
+    no_mark = copy.deepcopy(step)
+    no_mark["nodes"] = [n for n in no_mark["nodes"] if n["name"] != "distscope::step"]
+    with pytest.raises(DistscopeError, match=r"f.json: 0 'distscope::step' record functions"):
+        build_rank(no_mark, 0, "f.json")
+    orphan = copy.deepcopy(step)
+    orphan["nodes"][5]["ctrl_deps"] = 999  # the annotation's c10d op is not in the trace
+    with pytest.raises(DistscopeError, match=r"node 7 .*calling c10d op is missing"):
+        build_rank(orphan, 0, "f.json")
+    odd = copy.deepcopy(step)
+    odd["nodes"][4]["inputs"]["types"] = ["GenericList[Tensor(c10::Float4_e2m1)]"]
+    with pytest.raises(DistscopeError, match=r"node 6 \('c10d::allreduce_'\): tensor dtype 'c10::Float4_e2m1'"):
+        build_rank(odd, 0, "f.json")
