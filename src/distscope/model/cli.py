@@ -86,6 +86,12 @@ def estimate_cmd(
 
         raise DistscopeError(f"--quant-gbps={quant_gbps} must be > 0")
     est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, quant_GBps=quant_gbps)
+    from distscope.errors import warn
+    from distscope.validate.envelope import outside
+
+    beyond = outside(sc.cluster.device.name, sc.plan.precision.value, est.mfu) if est.feasible else None
+    if beyond:
+        warn(beyond)
     plain = None
     if sc.plan.compression is not None:
         import dataclasses

@@ -150,6 +150,11 @@ def plan_cmd(
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
             ranked = head + [x for x in ranked if all(x is not h for h in head)]
     best = ranked[0]
+    from distscope.validate.envelope import outside
+
+    beyond = outside(c.device.name, best.plan.precision.value, best.estimate.mfu)
+    if beyond:
+        warn(beyond)
     if simulated and best is not res.top[0]:
         why = (f"the simulator ({mode.value} network) puts it first: {simulated[0].simulated_step_s:.3f} s simulated vs "
                f"{next(x.simulated_step_s for x in simulated if x.candidate is res.top[0]):.3f} s for the "
