@@ -44,7 +44,7 @@ predicted no slower (CI: `tests/search/test_quality.py`, on a neighbourhood of e
 for speed). Plans are written `tpT ppP vpV cpC dpD mbB [sp] sharding recompute` (`full:k` = block
 recompute of k layers per chunk).
 
-These are *predictions* of the estimator (mean error 4.6% against these same runs): a gain below
+These are *predictions* of the estimator (its error on these runs is in the README table): a gain below
 ~5% is within its error. Most of the large gains come from recompute: the runs of 2020-2022 used full
 recompute, and the estimator's memory model finds plans that fit with less (Korthikanti et al. 2022
 measured the same effect: selective recompute instead of full, ~30% faster). They are claims to
@@ -76,7 +76,7 @@ def table(results: list[tuple[RowQuality, RowQuality]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv", nargs="?", default=str(DEFAULT_CSV))
-    ap.add_argument("--doc", default="")
+    ap.add_argument("--doc", default=str(REPO / "docs" / "plan_quality.md"), help="rewrite this document ('': skip)")
     ap.add_argument("--out", default="")
     ap.add_argument("--neighbourhood", action="store_true", help="search only around each published plan (fast)")
     args = ap.parse_args()

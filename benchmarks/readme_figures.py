@@ -79,7 +79,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("ASTRA-sim parity (20 reference cases)", "within 1% of ASTRA-sim's finish times (test tolerance)",
      "`pytest tests/sim/test_astra_parity.py`"),
     ("simulate vs estimate on the 51 published plans",
-     "max {simulate_speed:estimate_consistency.max_abs_error_pct:.1f}%, mean "
+     "max {simulate_speed:estimate_consistency.max_abs_error_pct:.1f}% ({simulate_speed:estimate_consistency.worst_row}), mean "
      "{simulate_speed:estimate_consistency.mean_abs_error_pct:.1f}%", "`python benchmarks/simulate_speed.py`"),
     ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
      "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "

@@ -17,7 +17,7 @@ from tests.fuzz import cli_fuzz as F
 
 COMMANDS = F.commands()
 FUZZED = sorted(c for c in COMMANDS if c not in F.SPAWNING)
-PER_COMMAND = 160
+PER_COMMAND = 185  # x 18 fuzzed commands + 700 + 500 + 500 file inputs = 5,030 inputs per run
 SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

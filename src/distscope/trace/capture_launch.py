@@ -17,7 +17,7 @@ from pathlib import Path
 import distscope
 from distscope.errors import DistscopeError
 
-SHIM_DIR = Path(__file__).parent / "_shim"
+SHIM_DIR = Path(__file__).parents[1] / "measure" / "_shim"  # one shim serves measure log and trace capture
 SRC_DIR = Path(distscope.__file__).resolve().parent.parent
 
 

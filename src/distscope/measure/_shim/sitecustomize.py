@@ -1,6 +1,7 @@
-"""Loaded by every Python process started under `distscope measure log` (this folder is put first on
-PYTHONPATH). In torchrun workers (RANK set) it switches the CommLogger on; everywhere else it does
-nothing. Another sitecustomize further down sys.path is still executed."""
+"""Loaded by every Python process started under `distscope measure log` or `distscope trace capture`
+(this folder is put first on PYTHONPATH). In torchrun workers (RANK set) it switches the CommLogger on
+(measure log) or starts the step capture (trace capture); everywhere else it does nothing. Another
+sitecustomize further down sys.path is still executed."""
 
 import importlib.util
 import os
@@ -10,6 +11,10 @@ if os.environ.get("DISTSCOPE_COMMLOG_DIR") and "RANK" in os.environ:
     from distscope.measure.autolog import install
 
     install()
+if os.environ.get("DISTSCOPE_CAPTURE_DIR") and "RANK" in os.environ:
+    from distscope.trace.recorder import install as install_capture
+
+    install_capture()
 
 _here = os.path.dirname(os.path.abspath(__file__))
 for _p in sys.path:
