@@ -107,6 +107,9 @@ def split_for(spec: ModelSpec, pp: int, vp: int, stage_layers: str | None, flags
     from distscope.model.stages import balanced_chunks, first_last_chunks
 
     first, last = flags.first_stage_layers, flags.last_stage_layers
+    for name, v in (("--pp", pp), ("--vp", vp)):  # checked here: the split is computed before Plan.check
+        if v < 1:
+            raise DistscopeError(f"{name}={v} must be >= 1")
     if stage_layers:
         if first is not None or last is not None:
             raise DistscopeError("--stage-layers and --first-stage-layers/--last-stage-layers exclude each other")
