@@ -226,6 +226,29 @@ def _drop_dangling(nodes: list[Node]) -> tuple[list[Node], int, tuple[int, int] 
     return out, count, example
 
 
+def _decode_strict(fh: Any, msg: Any) -> bool:
+    """Chakra's protolib.decodeMessage (a varint length, then the message), except that a file ending inside
+    a message is an error: protobuf would parse the cut bytes as a shorter, valid-looking node."""
+    size = shift = 0
+    while True:
+        b = fh.read(1)
+        if not b:
+            if shift == 0:
+                return False
+            raise ValueError("the file ends inside a message length")
+        size |= (b[0] & 0x7F) << shift
+        if not b[0] & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed message length")
+    buf = fh.read(size)
+    if len(buf) < size:
+        raise ValueError(f"the file ends inside a message ({len(buf)} of {size} bytes)")
+    msg.ParseFromString(buf)
+    return True
+
+
 def read_rank(
     path: str | Path, rank: int, world: int | None = None
 ) -> tuple[RankGraph, dict[str, tuple[int, ...]]]:
@@ -235,7 +258,7 @@ def read_rank(
     nodes absent from the file are dropped and counted in one warning, nested PyTorch ops take time
     only at the leaves (`_leaf_times`), and each COMP node runs on the lane of its thread or stream.
     """
-    pb, protolib = _chakra()
+    pb, _ = _chakra()
     path = Path(path)
     try:
         fh = path.open("rb")
@@ -249,7 +272,7 @@ def read_rank(
     with fh:
         gm = pb.GlobalMetadata()
         try:
-            if not protolib.decodeMessage(fh, gm):
+            if not _decode_strict(fh, gm):
                 raise DistscopeError(f"trace file {str(path)!r}: empty, no GlobalMetadata")
             meta["version"] = gm.version
             for attr in gm.attr:
@@ -262,7 +285,7 @@ def read_rank(
             _check_version(path, gm, meta)
             while True:
                 msg = pb.Node()
-                if not protolib.decodeMessage(fh, msg):
+                if not _decode_strict(fh, msg):
                     break
                 node = _node_from_proto(pb, msg, rank)
                 if node.kind is NodeKind.METADATA and PG_INIT_NAME in node.name:
