@@ -30,6 +30,8 @@ def read_text(path: str | Path, what: str) -> str:
         raise DistscopeError(f"{what} {str(p)!r} does not exist") from None
     except OSError as exc:
         raise DistscopeError(f"{what} {str(p)!r}: cannot read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # a path the OS cannot take, e.g. one with a NUL byte
+        raise DistscopeError(f"{what} {str(p)!r}: not a usable path ({exc})") from None
 
 
 def read_json(path: str | Path, what: str, expect: type | None = dict) -> Any:

@@ -13,7 +13,6 @@ import dataclasses
 import enum
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -111,7 +110,7 @@ def arrival_times(w: Workload) -> np.ndarray | None:
 def read_trace(path: str) -> tuple[tuple[float, int, int], ...]:
     """A trace of requests: CSV with a header naming arrival_s (or arrival/timestamp), input_len and
     output_len, or JSON lines with those keys. Rows sorted by arrival; every error names line and field."""
-    text = _read(path, "--trace")
+    text = read_text(path, "--trace")
     rows: list[dict[str, Any]] = []
     stripped = text.lstrip()
     if stripped.startswith("{"):
@@ -158,13 +157,3 @@ def _field(r: dict[str, Any], names: tuple[str, ...], kind: type, path: str, lin
                 raise DistscopeError(f"--trace={path!r} line {line}: {n}={v!r} is not an integer")
             return int(f) if kind is int else f
     raise DistscopeError(f"--trace={path!r} line {line}: missing field {names[0]}")
-
-
-def _read(path: str | Path, what: str) -> str:
-    """userfile.read_text, with a path the OS cannot take (a NUL byte) as a one-line error too."""
-    try:
-        return read_text(path, what)
-    except ValueError as exc:
-        if isinstance(exc, DistscopeError):
-            raise
-        raise DistscopeError(f"{what} {str(path)!r}: not a usable path ({exc})") from None

@@ -191,7 +191,7 @@ def parse_row(r: dict[str, str]) -> ServingRow:
 
 def read_rows(path: str | Path) -> list[ServingRow | DistscopeError]:
     """Every row of the file, parsed, or the error that row raised (so one bad row does not stop the rest)."""
-    text = _read(path, "serving CSV")
+    text = read_text(path, "serving CSV")
     try:
         rows = list(csv.DictReader(text.splitlines()))
     except csv.Error as exc:
@@ -208,13 +208,3 @@ def read_rows(path: str | Path) -> list[ServingRow | DistscopeError]:
         except DistscopeError as exc:
             out.append(exc)
     return out
-
-
-def _read(path: str | Path, what: str) -> str:
-    """userfile.read_text, with a path the OS cannot take (a NUL byte) as a one-line error too."""
-    try:
-        return read_text(path, what)
-    except ValueError as exc:
-        if isinstance(exc, DistscopeError):
-            raise
-        raise DistscopeError(f"{what} {str(path)!r}: not a usable path ({exc})") from None
