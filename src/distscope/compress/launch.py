@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,8 +33,16 @@ def _entry(rank: int, world: int, store_path: str, out_path: str, timeout_s: flo
         result = fn(rank, world, *args)
         if rank == 0:
             Path(out_path).write_bytes(pickle.dumps(result))
+        dist.barrier()  # no rank tears down while a peer still has collectives in flight
     finally:
         dist.destroy_process_group()
+    # A clean worker leaves without interpreter finalization: gloo's C++ worker threads can still hold
+    # tensors with Python references there, and destroying them then aborts the process ("terminate
+    # called without an active exception", SIGABRT; pytorch/pytorch#179291). CI saw this on a rank
+    # whose work had already succeeded. A failing worker still raises, so spawn reports its traceback.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_gloo(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 120.0,
