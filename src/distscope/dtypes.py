@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import enum
-
+from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
 
 
-class DType(enum.Enum):
+class DType(Enum):
     """A storage/compute format. Value is the CLI/CSV spelling."""
 
     FP32 = "fp32"
@@ -49,7 +48,7 @@ for _member, _size in _BYTES.items():
     _member._bytes = _size
 
 
-class Precision(enum.Enum):
+class Precision(Enum):
     """Training precision recipe (mixed precision with fp32 master weights and Adam state).
 
     FP8 means FP8 GEMMs with bf16 activations elsewhere, as in Transformer Engine.
@@ -61,7 +60,7 @@ class Precision(enum.Enum):
 
     @property
     def gemm_dtype(self) -> DType:
-        return {Precision.FP16: DType.FP16, Precision.BF16: DType.BF16, Precision.FP8: DType.FP8}[self]
+        return DType.FP8 if self is Precision.FP8 else self.activation_dtype
 
     @property
     def activation_dtype(self) -> DType:

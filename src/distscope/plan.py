@@ -12,10 +12,11 @@ import enum
 
 from distscope.compress.spec import CompressionConfig, CompressionMethod
 from distscope.dtypes import DType, Precision
+from distscope.enums import Enum
 from distscope.errors import DistscopeError
 
 
-class Recompute(enum.Enum):
+class Recompute(Enum):
     NONE = "none"
     SELECTIVE = "selective"  # recompute attention core only (Korthikanti et al. 2022)
     FULL = "full"  # recompute the whole layer forward in backward
@@ -25,7 +26,7 @@ class Recompute(enum.Enum):
     SELECTIVE_OP = "selective-op"
 
 
-class Framework(enum.Enum):
+class Framework(Enum):
     """The training framework a plan runs on. It decides what the emitters write (search/emit.py),
     which plans are offered (search/frameworks.py) and the framework's own memory behaviour
     (model/framework_memory.py). ANY: framework-neutral, memory as Megatron-LM allocates it."""
@@ -35,7 +36,7 @@ class Framework(enum.Enum):
     TORCHTITAN = "torchtitan"
 
 
-class Schedule(enum.Enum):
+class Schedule(Enum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved-1f1b"
@@ -45,7 +46,7 @@ class Schedule(enum.Enum):
     PIPEDREAM_2BW = "2bw"  # Narayanan et al. 2021 (ICML), Memory-Efficient Pipeline-Parallel DNN Training
 
 
-class Placement(enum.Enum):
+class Placement(Enum):
     """Which pipeline rank holds model chunk c (chunks counted from the embedding side)."""
 
     LOOP = "loop"  # chunk c on rank c mod pp (Megatron's interleaving; vp = 1 is the plain split)
@@ -80,7 +81,7 @@ SCHEDULE_TRAITS: dict[Schedule, ScheduleTraits] = {
 }
 
 
-class AttentionImpl(enum.Enum):
+class AttentionImpl(Enum):
     """The attention kernel. The fused ones keep no s² tensor in HBM; they differ in speed (measured
     per kernel in model/data/kernels/attention.csv)."""
 
@@ -99,7 +100,7 @@ class AttentionImpl(enum.Enum):
         return {AttentionImpl.FLASH: "fa2", AttentionImpl.CUDNN: "cudnn", AttentionImpl.FA3: "fa3"}.get(self, "")
 
 
-class Dim(enum.Enum):
+class Dim(Enum):
     """A parallel dimension: labels communication in breakdowns and logs."""
 
     DP = "dp"

@@ -6,12 +6,11 @@ reduce_scatter the input buffer, everything else the (per-rank) buffer.
 
 from __future__ import annotations
 
-import enum
-
+from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
 
 
-class Collective(enum.Enum):
+class Collective(Enum):
     ALL_REDUCE = "all_reduce"
     ALL_GATHER = "all_gather"
     REDUCE_SCATTER = "reduce_scatter"
@@ -47,7 +46,7 @@ class Collective(enum.Enum):
 _UNIT_FACTOR = frozenset({Collective.BROADCAST, Collective.REDUCE, Collective.SEND_RECV})
 
 
-class Algorithm(enum.Enum):
+class Algorithm(Enum):
     RING = "ring"
     TREE = "tree"  # NCCL double binary tree
     RHD = "rhd"  # recursive halving-doubling (Rabenseifner)
