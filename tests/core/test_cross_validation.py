@@ -28,7 +28,8 @@ def cv():  # type: ignore[no-untyped-def]
 def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     s = summary(cv.results, cv=True)
     assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
-    assert s["cv_mape_pct"] <= 20.0  # measured 17.6% (in-sample with every row fitted: 15.2%)
+    # measured 12.4% (in-sample with every row fitted: 11.1%); the issue's 10% CI bound is not met
+    assert s["cv_mape_pct"] <= 14.0
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
 
@@ -40,11 +41,24 @@ def test_each_fold_is_refitted_without_its_source(cv) -> None:  # type: ignore[n
     assert len(moved) >= 50
 
 
-def test_shipped_calibration_in_and_out_of_sample() -> None:
+def test_shipped_calibration_in_sample() -> None:
+    """The shipped calibration is fitted on both sets, so these are in-sample figures."""
     published = summary(validate_file(PUBLISHED))
-    assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.6% (fitted on these rows)
+    assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.9%
     evidence = summary(validate_file(EVIDENCE))
-    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 30.0  # measured 26.5%: never fitted on
+    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 18.0  # measured 15.9%
+
+
+def test_pytorch_stack_is_fitted_only_from_pytorch_native_rows(cv) -> None:  # type: ignore[no-untyped-def]
+    """π moves only rows of PyTorch-native stacks: without one in the fit it stays at its prior, and
+    with them it lands inside its bounds, below 1 (those stacks run slower than fused ones)."""
+    from distscope.model import efficiency as eff
+
+    published_only = cross_validate(load_rows([PUBLISHED]))
+    assert published_only.fitted["pytorch_stack"] == eff.PRIORS["pytorch_stack"]
+    lo, hi = eff.BOUNDS["pytorch_stack"]
+    assert lo < cv.fitted["pytorch_stack"] < 0.9
+    assert all(lo <= f["pytorch_stack"] < 0.9 for f in cv.folds.values())
 
 
 def test_fp8_speedups_are_those_of_real_stacks() -> None:

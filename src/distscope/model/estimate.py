@@ -30,7 +30,7 @@ from distscope.model.schedules import StagePass, inflight_sets, pipeline_s, weig
 from distscope.model.stages import StageLayers, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
-from distscope.software.presets import SoftwareProfile
+from distscope.software.presets import KernelStack, SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload import params as P
 from distscope.workload.spec import ModelSpec
@@ -161,6 +161,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     }
     rfrac = recompute_fraction(spec.layers, plan)
     head = head_cost(spec, b, s, tp, cp, prec, dev)
+    if sw.kernels is KernelStack.PYTORCH and eff.PYTORCH_STACK != 1.0:  # efficiency.py: π
+        costs = {moe: c.slowed(eff.PYTORCH_STACK) for moe, c in costs.items()}
+        head = head.slowed(eff.PYTORCH_STACK)
 
     # --- per-layer communication (seconds per micro-batch) ---
     D_tp = T * spec.hidden * e

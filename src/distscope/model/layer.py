@@ -41,6 +41,16 @@ class LayerCost:
     model_flops: float  # forward + backward FLOPs, no recompute
     recompute_flops: float
 
+    def slowed(self, speed: float) -> LayerCost:
+        """The same work on a stack whose non-GEMM kernels (attention, norms, activations, rotary, casts)
+        run at `speed` times the fused stack's speed; GEMMs are cuBLAS in both, so their time stays
+        (backward GEMMs: 2x the forward's; recompute re-runs at most the forward GEMMs)."""
+        k = 1.0 / speed - 1.0
+        g = self.gemm_fwd_s
+        return dataclasses.replace(
+            self, fwd_s=self.fwd_s + (self.fwd_s - g) * k, bwd_s=self.bwd_s + max(0.0, self.bwd_s - 2 * g) * k,
+            recompute_s=self.recompute_s + max(0.0, self.recompute_s - g) * k, attn_fwd_s=self.attn_fwd_s * (1 + k))
+
 
 @functools.lru_cache(maxsize=65536)
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,

@@ -15,8 +15,16 @@ import json
 from importlib import resources
 from typing import Any
 
+from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
 from distscope.plan import AttentionImpl, Dim
+
+
+class KernelStack(Enum):
+    """Who writes the kernels between the GEMMs and attention (norms, activations, rotary, casts)."""
+
+    FUSED = "fused"  # Megatron/Transformer Engine hand-fused CUDA kernels (apex, TE LayerNormLinear, ...)
+    PYTORCH = "pytorch"  # PyTorch-native modules: eager ops or torch.compile (Inductor/Triton) kernels
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -31,6 +39,7 @@ class SoftwareProfile:
     fp8_param_gather: bool = False  # sharded weights all-gathered in FP8
     fp8_attention: bool = False  # attention in FP8 (TE fp8_dpa); otherwise BF16
     step_overhead_s: float = 0.0  # per-step fixed cost the source's timing includes beyond the model
+    kernels: KernelStack = KernelStack.FUSED  # priced at efficiency.PYTORCH_STACK when PYTORCH
     sources: str = ""
 
     def __post_init__(self) -> None:
@@ -45,8 +54,9 @@ def _profile(name: str, d: dict[str, Any]) -> SoftwareProfile:
     try:
         return SoftwareProfile(
             name=name, attention=AttentionImpl(d["attention"]), overlap=frozenset(Dim(x) for x in d["overlap"]),
+            kernels=KernelStack(d.get("kernels", KernelStack.FUSED.value)),
             **{f.name: d[f.name] for f in dataclasses.fields(SoftwareProfile)
-               if f.name not in ("name", "attention", "overlap") and f.name in d},
+               if f.name not in ("name", "attention", "overlap", "kernels") and f.name in d},
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise DistscopeError(f"software preset {name}: malformed ({exc})") from None

@@ -4,7 +4,7 @@ enough to refit once per cross-validation fold.
 Everything component-level (GEMM ceilings, attention kernels, links) comes from kernel and collective
 benchmarks; end-to-end runs only set the bounded globals efficiency.BOUNDS names (σ: sustained share of
 benchmarked kernel throughput; κ: GEMM saturation; ρ: compute slowdown per second of hidden
-communication).
+communication; π: compute speed of PyTorch-native kernel stacks relative to fused ones).
 
 A cached fit: each row's `auto` cells are resolved once at the prior parameters (the plan is then
 frozen), its step time is evaluated on a small grid of parameter values, and a trial is a vectorized
@@ -26,13 +26,16 @@ from distscope.model import efficiency as eff
 from distscope.model.estimate import estimate
 from distscope.model.layer import head_cost, layer_cost
 from distscope.plan import Plan
+from distscope.software.presets import KernelStack
 from distscope.system.topology import Cluster
 from distscope.validate.rows import Row
 from distscope.workload.training import TrainingShape
 
-FITTED: tuple[str, ...] = ("sustained", "kappa", "overlap_cost")
-# Grid per parameter (κ on a log axis: its effect is m/(m + κ·balance)).
-GRID_POINTS = {"sustained": 5, "kappa": 5, "overlap_cost": 4}
+FITTED: tuple[str, ...] = ("sustained", "kappa", "overlap_cost", "pytorch_stack")
+# Grid per parameter (κ on a log axis: its effect is m/(m + κ·balance); π divides non-GEMM compute
+# time, so log(step) is close to linear in log π as well).
+GRID_POINTS = {"sustained": 5, "kappa": 5, "overlap_cost": 4, "pytorch_stack": 4}
+LOG_AXES = ("kappa", "pytorch_stack")
 
 
 def clear_caches() -> None:
@@ -71,12 +74,12 @@ def _axes() -> list[np.ndarray]:
     for name in FITTED:
         lo, hi = eff.BOUNDS[name]
         n = GRID_POINTS[name]
-        out.append(np.linspace(np.log(lo), np.log(hi), n) if name == "kappa" else np.linspace(lo, hi, n))
+        out.append(np.linspace(np.log(lo), np.log(hi), n) if name in LOG_AXES else np.linspace(lo, hi, n))
     return out
 
 
 def _to_axis(name: str, v: float) -> float:
-    return float(np.log(v)) if name == "kappa" else v
+    return float(np.log(v)) if name in LOG_AXES else v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +88,7 @@ class Surrogate:
 
     axes: tuple[np.ndarray, ...]
     log_step: np.ndarray  # shape (*grid, rows)
+    pi_rows: np.ndarray  # bool per row: does π move it (a PyTorch-native kernel stack)
 
     def __call__(self, values: Sequence[float]) -> np.ndarray:
         from scipy.interpolate import RegularGridInterpolator
@@ -94,28 +98,50 @@ class Surrogate:
         return np.asarray(interp(np.array([pt]))[0])
 
 
+def _moved_by_pi(f: FrozenRow) -> bool:
+    """Only rows of a PyTorch-native kernel stack depend on π (efficiency.PYTORCH_STACK)."""
+    return f.row.software.kernels is KernelStack.PYTORCH
+
+
 def build_surrogate(frozen: Sequence[FrozenRow], on_point: Callable[[], None] | None = None) -> Surrogate:
     axes = _axes()
     shape = tuple(len(a) for a in axes)
     out = np.empty((*shape, len(frozen)))
+    pi = FITTED.index("pytorch_stack")
+    moved = [i for i, f in enumerate(frozen) if _moved_by_pi(f)]
     for idx in np.ndindex(*shape):
-        vals = {n: float(np.exp(axes[i][j]) if n == "kappa" else axes[i][j]) for i, (n, j) in enumerate(zip(FITTED, idx, strict=True))}
+        vals = {n: float(np.exp(axes[i][j]) if n in LOG_AXES else axes[i][j])
+                for i, (n, j) in enumerate(zip(FITTED, idx, strict=True))}
         with calibrated(vals):
-            out[idx] = [np.log(f.step_s()) for f in frozen]
+            if idx[pi] == 0:
+                out[idx] = [np.log(f.step_s()) for f in frozen]
+            else:  # rows of fused stacks do not move along the π axis: copy them from its first point
+                out[idx] = out[(*idx[:pi], 0, *idx[pi + 1:])]
+                out[idx][moved] = [np.log(frozen[i].step_s()) for i in moved]
         if on_point is not None:
             on_point()
-    return Surrogate(axes=tuple(axes), log_step=out)
+    pi_rows = np.zeros(len(frozen), dtype=bool)
+    pi_rows[moved] = True
+    return Surrogate(axes=tuple(axes), log_step=out, pi_rows=pi_rows)
 
 
 def fit(surrogate: Surrogate, measured_s: np.ndarray, rows: np.ndarray | None = None) -> dict[str, float]:
-    """Bounded robust least squares of log(predicted/measured) over `rows` (indices; default all)."""
+    """Bounded robust least squares of log(predicted/measured) over `rows` (indices; default all). A
+    parameter no training row depends on (π without a PyTorch-native row) keeps its prior."""
     from scipy.optimize import least_squares
 
     idx = np.arange(len(measured_s)) if rows is None else rows
     target = np.log(measured_s[idx])
-    lo = [eff.BOUNDS[n][0] for n in FITTED]
-    hi = [eff.BOUNDS[n][1] for n in FITTED]
-    x0 = np.clip([eff.CALIBRATION[n] for n in FITTED], lo, hi)
-    res = least_squares(lambda x: surrogate(x)[idx] - target, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.03,
-                        x_scale=np.array(hi) - np.array(lo))
-    return {n: float(v) for n, v in zip(FITTED, res.x, strict=True)}
+    free = [n for n in FITTED if n != "pytorch_stack" or surrogate.pi_rows[idx].any()]
+    fixed = {n: eff.PRIORS[n] for n in FITTED if n not in free}
+    lo = [eff.BOUNDS[n][0] for n in free]
+    hi = [eff.BOUNDS[n][1] for n in free]
+    x0 = np.clip([eff.CALIBRATION[n] for n in free], lo, hi)
+
+    def values(x: np.ndarray) -> list[float]:
+        got = dict(zip(free, x, strict=True))
+        return [float(got.get(n, fixed.get(n, 0.0))) for n in FITTED]
+
+    res = least_squares(lambda x: surrogate(values(x))[idx] - target, x0, bounds=(lo, hi), loss="soft_l1",
+                        f_scale=0.03, x_scale=np.array(hi) - np.array(lo))
+    return dict(zip(FITTED, values(res.x), strict=True))
