@@ -107,3 +107,18 @@ def test_published_plan_outside_space_is_named() -> None:
     p = Plan(dp=1, tp=4, precision=Precision.FP8)
     assert "precision=fp8" in why_not_in_space(space, SPEC, SHAPE, CLUSTER, p)
     assert why_not_in_space(space, SPEC, SHAPE, CLUSTER, Plan(dp=1, tp=4, zero_stage=1)) == ""
+
+
+def test_software_preset_prices_every_candidate() -> None:
+    """A search on a software preset ranks by that stack's estimate: each returned candidate's step time
+    is the estimate with the preset, and a PyTorch-native stack (π < 1) is slower than the default."""
+    from distscope.software.presets import get_software
+
+    sw = get_software("torchtitan-2025")
+    space = SearchSpace(attention=sw.attention, overlap=sw.overlap, software=sw, max_micro_batch=2, max_vp=2)
+    res = search(SPEC, SHAPE, CLUSTER, space, top_k=3)
+    plain = search(SPEC, SHAPE, CLUSTER, dataclasses.replace(space, software=None), top_k=3)
+    assert res.best is not None and plain.best is not None
+    for c in res.top:
+        assert c.step_time_s == estimate(SPEC, SHAPE, CLUSTER, c.plan, software=sw).step_time_s
+    assert res.best.step_time_s > plain.best.step_time_s

@@ -67,6 +67,7 @@ def plan_cmd(
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits).")] = "megatron",
+    software: Annotated[str | None, typer.Option("--software", help="Software preset the plans run on (e.g. megatron-core-0.8, torchtitan-2025): sets the attention kernel, caps --overlap to what the stack can hide, and prices its FSDP engine, FP8 recipe and kernel stack; see software/data/presets.json.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -92,6 +93,7 @@ def plan_cmd(
         top_table,
     )
     from distscope.search.space import SearchSpace
+    from distscope.software.presets import get_software
     from distscope.workload.catalog import get_model
     from distscope.workload.training import TrainingShape
 
@@ -108,10 +110,12 @@ def plan_cmd(
     S.check_seq(spec, seq)
     shape = TrainingShape(seq_len=seq, global_batch=global_batch)
     c = S.build_cluster(cluster, gpus, link, profile=profile, max_memory=max_memory, headroom=headroom)
+    sw = get_software(software) if software is not None else None
     space = SearchSpace(
         precision=Precision.parse(precision, "--precision"),
-        attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
-        overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
+        attention=sw.attention if sw else parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
+        overlap=S.parse_overlap(overlap) & sw.overlap if sw else S.parse_overlap(overlap), software=sw,
+        tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
         ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
         schedules=_schedules(schedules),
     )
@@ -164,17 +168,18 @@ def plan_cmd(
         why = explain(best, second, spec.layers) if second is not None else "only one feasible plan"
     other = other_layout((best, *[x for x in res.pool if x is not best]))
     why_layout = explain(best, other, spec.layers) if other is not None else ""
-    cr = (best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps, base=best)
+    cr = (best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps, base=best, software=sw)
           if compression else None)
     configs = framework_configs(best.plan, spec, shape, c)
-    again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape)
+    again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape,
+                             software=sw.name if sw else None)
     result = {
         "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
         "capacity_bytes": c.memory_capacity_bytes, "usable_bytes": c.device.usable_bytes,
         "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
         "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
         "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
-        "framework": fw.value, **configs, "estimate_command": again,
+        "framework": fw.value, "software": sw.name if sw else None, **configs, "estimate_command": again,
         "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
                        "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
         "network_mode": mode.value,

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from distscope.compress.spec import CommClass, CompressionConfig, CompressionMethod
 from distscope.model.estimate import estimate
 from distscope.search.planner import Candidate, comm_free_time, step_time
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -95,7 +96,8 @@ class CompressionResult:
 
 def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, pool: Sequence[Candidate],
                     comm_pool: Sequence[Candidate] = (), quant_GBps: float | None = None,
-                    pool_size: int = 24, base: Candidate | None = None) -> CompressionResult | None:
+                    pool_size: int = 24, base: Candidate | None = None,
+                    software: SoftwareProfile | None = None) -> CompressionResult | None:
     """Best plan per compression option set over the fastest `pool_size` of `pool` and the
     `pool_size` of `comm_pool` with the lowest comm_free_time (module docstring). `base`, the
     uncompressed plan compared against, defaults to the fastest of `pool` (the caller passes its #1
@@ -114,7 +116,7 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
             if not _applies(c, cfg):
                 continue
             p = dataclasses.replace(c.plan, compression=cfg)
-            e = estimate(spec, shape, cluster, p, quant_GBps=quant_GBps)
+            e = estimate(spec, shape, cluster, p, quant_GBps=quant_GBps, software=software)
             n += 1
             if e.feasible and (label not in best_by_cfg or e.step_time_s < best_by_cfg[label].step_time_s):
                 best_by_cfg[label] = Candidate(p, e)

@@ -171,7 +171,8 @@ def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_pe
     return "\n".join(lines)
 
 
-def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: TrainingShape) -> str:
+def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: TrainingShape,
+                     software: str | None = None) -> str:
     """The `distscope estimate` invocation that reproduces a plan's prediction (explicit split included)."""
     a = ["distscope", "estimate", "--model", model, "--cluster", cluster, "--gpus", str(gpus),
          "--global-batch", str(shape.global_batch), "--seq", str(shape.seq_len),
@@ -194,6 +195,8 @@ def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: 
         a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
     if plan.framework is not Framework.ANY:
         a += ["--framework", plan.framework.value]
+    if software is not None:
+        a += ["--software", software]
     if plan.compressed:
         from distscope.search.compression import config_label
 

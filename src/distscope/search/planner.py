@@ -35,6 +35,7 @@ from distscope.model.stages import chunk_sizes
 from distscope.plan import AttentionImpl, Framework, Placement, Plan, Recompute, Schedule
 from distscope.search.partition import layer_costs, min_max_partition, part_costs
 from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches, shardings_for
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -160,7 +161,7 @@ class _Search:
 
     def est(self, plan: Plan) -> Estimate:
         self.evaluated += 1
-        e = estimate(self.spec, self.shape, self.cluster, plan)
+        e = estimate(self.spec, self.shape, self.cluster, plan, software=self.space.software)
         if e.feasible:
             self.feasible += 1
         return e
@@ -239,7 +240,8 @@ def stage_chunks(stage_totals: tuple[int, ...], vp: int) -> tuple[int, ...] | No
     return tuple(stage_totals[c % pp] // vp + (1 if c // pp < stage_totals[c % pp] % vp else 0) for c in range(pp * vp))
 
 
-def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate) -> tuple[Candidate, PartitionGain] | None:
+def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
+                software: SoftwareProfile | None = None) -> tuple[Candidate, PartitionGain] | None:
     """Re-split a pipelined candidate's layers with the exact min-max DP over the estimator's per-layer
     times (per stage: with interleaving, stage i's layers are spread over its vp chunks); returns the
     re-estimated candidate (faster or not) and the gain record. None if no split applies."""
@@ -261,7 +263,7 @@ def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Cand
         if sizes is None:
             return None
         new = dataclasses.replace(plan, stage_layers=() if len(set(sizes)) == 1 else sizes)
-        e = estimate(spec, shape, cluster, new)
+        e = estimate(spec, shape, cluster, new, software=software)
         if e.feasible or opt.sizes[0] <= default_stage[0]:
             break
         # the first stage holds the most in-flight activations: keep its layer count, re-balance the rest
@@ -295,7 +297,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
     out: list[Candidate] = []
     for i, c in enumerate(ranked):
         if i < repartition_top:
-            r = repartition(spec, shape, cluster, c)
+            r = repartition(spec, shape, cluster, c, space.software)
             if r is not None:
                 s.evaluated += 1
                 new, gain = r
@@ -308,7 +310,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
     out.sort(key=simplest_first)
     best_gain = gains.get(id(out[0])) if out else None
     if best_gain is None and out and out[0].plan.pp > 1:
-        r = repartition(spec, shape, cluster, out[0])  # report the (absent) gain for the winner too
+        r = repartition(spec, shape, cluster, out[0], space.software)  # report the (absent) gain for the winner too
         best_gain = r[1] if r is not None else None
     return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(s.comm_keeper.sorted()), evaluated=s.evaluated, feasible=s.feasible,
                         layouts=len(lays), search_s=time.perf_counter() - t0, partition=best_gain)

@@ -32,6 +32,7 @@ from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
 from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Framework, Plan, Recompute, Schedule
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
@@ -77,6 +78,9 @@ class SearchSpace:
     # the framework the plans are for: their memory accounting (model/framework_memory.py), torchtitan's
     # per-op selective recompute and its FSDP policy under PP (search/frameworks.py `restrict`)
     framework: Framework = Framework.ANY
+    # the software stack the plans run on (software/presets.py: FSDP engine, FP8 recipe, kernel stack),
+    # passed to every estimate; None = a current stack (software.presets.DEFAULT)
+    software: SoftwareProfile | None = None
 
     def __post_init__(self) -> None:
         for f in ("max_vp", "max_cp", "max_micro_batch"):
