@@ -48,6 +48,7 @@ ReshardOpt = Annotated[bool, typer.Option("--reshard-after-forward/--no-reshard-
 EtpOpt = Annotated[int | None, typer.Option("--etp", help="Expert tensor-parallel degree for MoE layers (default: tp).")]
 CapacityOpt = Annotated[float | None, typer.Option("--capacity-factor", help="MoE expert capacity factor; tokens beyond it are dropped (default: dropless).")]
 A2AOverlapOpt = Annotated[bool, typer.Option("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Overlap MoE all-to-all with another micro-batch's compute (DeepSeek-V3 DualPipe style).")]
+SoftwareOpt = Annotated[str | None, typer.Option("--software", help="Software preset (e.g. megatron-core-0.8, torchtitan-2025, nemo-24): its FSDP engine, FP8 recipe, kernel stack and fixed costs; see software/data/presets.json.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
 MaxMemoryOpt = Annotated[float | None, typer.Option("--max-memory", help="Cap on memory per GPU in GiB (default: the total the driver reports for the device).")]
 HeadroomOpt = Annotated[float | None, typer.Option("--headroom", help="Fraction of per-GPU memory kept free for allocator fragmentation and runtime buffers (default 0.05).")]

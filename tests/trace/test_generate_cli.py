@@ -89,3 +89,27 @@ def test_generate_rejects_bad_plan(tmp_path: Path) -> None:
     assert "tp" in bad.stderr
     wrong = _cli("simulate", str(tmp_path), "--cluster", "dgx-h100")
     assert wrong.returncode == 2 and "--gpus" in wrong.stderr
+
+
+def test_software_preset_reaches_the_trace() -> None:
+    """A software preset prices the trace as it prices the estimate: FP8 weight gathers of a stack that
+    gathers FP8 weights carry half the bytes, and a PyTorch-native stack's compute is slower."""
+    from distscope.dtypes import Precision
+    from distscope.plan import Plan
+    from distscope.software.presets import get_software
+    from distscope.system.presets import get_cluster
+    from distscope.trace.builder import CommOp
+    from distscope.trace.from_plan import step_spec
+    from distscope.workload.catalog import get_model
+    from distscope.workload.training import TrainingShape
+
+    spec, shape, cluster = get_model("llama3-8b"), TrainingShape(seq_len=2048, global_batch=16), get_cluster("dgx-h100", 8)
+    plan = Plan(dp=8, zero_stage=3, micro_batch=1, precision=Precision.FP8)
+
+    def gathered(s) -> int:  # type: ignore[no-untyped-def]
+        return sum(op.size_bytes for ex in s.extras for op in ex.mb_gather if isinstance(op, CommOp))
+
+    plain = step_spec(spec, shape, cluster, plan)
+    titan = step_spec(spec, shape, cluster, plan, software=get_software("torchtitan-2025"))
+    assert gathered(titan) == pytest.approx(gathered(plain) / 2, rel=1e-3)
+    assert titan.stages[0][0].fwd_s > plain.stages[0][0].fwd_s

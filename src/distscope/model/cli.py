@@ -45,7 +45,7 @@ def estimate_cmd(
     framework: S.FrameworkOpt = "any",
     compress: Annotated[str | None, typer.Option("--compress", help="Quantized communication per class, e.g. dp-grad=int4-hs,weights=int4-diff,tp=fp8.")] = None,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput for --compress, GB of input per s (default: HBM-bound estimate).")] = None,
-    software: Annotated[str | None, typer.Option("--software", help="Software preset (e.g. megatron-core-0.8, torchtitan-2025, nemo-24): its FSDP engine, FP8 recipe and fixed costs; see software/data/presets.json.")] = None,
+    software: S.SoftwareOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     comm_volume: Annotated[bool, typer.Option(

@@ -31,6 +31,7 @@ from distscope.model.stages import StageLayers, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
 from distscope.software.presets import KernelStack, SoftwareProfile
+from distscope.system.device import Device
 from distscope.system.topology import Cluster
 from distscope.workload import params as P
 from distscope.workload.spec import ModelSpec
@@ -96,6 +97,52 @@ def _tp_layer_comm(D: float, g: GroupNet, sp: bool) -> float:
     return collective_s(Collective.ALL_REDUCE, D, g)
 
 
+def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, first: bool, last: bool, plan: Plan,
+                            m: int, dev: Device, sw: SoftwareProfile) -> float:
+    """FP8 weight casts of one GPU of a stage per step (model/fp8.py weight_cast_bytes over its linear
+    layers' weights): once per step when the stack caches FP8 weights (TE is_first_microbatch) or
+    gathers them in FP8 (each rank casts its own shard), else once per micro-batch (torchao, or FSDP
+    re-gathering BF16 weights every micro-batch). 0 outside FP8."""
+    prec = plan.precision
+    e = prec.activation_dtype.bytes
+    if prec.gemm_dtype.bytes >= e:
+        return 0.0
+    per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
+    lin_p = local_p - (P.embedding_params(spec) / plan.tp if first else 0.0) - (P.head_params(spec) / plan.tp if last else 0.0)
+    if per_mb_z3 and sw.fp8_param_gather:
+        lin_p /= plan.dp * plan.cp  # each rank casts its own shard once, then gathers FP8
+    cast = eff.elementwise_s(dev, fp8.weight_cast_bytes(lin_p, e, prec.gemm_dtype.bytes), sl.total)
+    return cast * (1 if (sw.fp8_weight_cache and not per_mb_z3) or sw.fp8_param_gather else m)
+
+
+def weight_gather_bytes(plan: Plan, sw: SoftwareProfile) -> float:
+    """Bytes per parameter of a sharded-weight all-gather: FP8 when the stack gathers FP8 weights."""
+    prec = plan.precision
+    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
+    return prec.gemm_dtype.bytes if fp8_run and sw.fp8_param_gather else prec.activation_dtype.bytes
+
+
+def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
+                  sw: SoftwareProfile) -> tuple[dict[bool, LayerCost], LayerCost]:
+    """Per-layer costs (dense, MoE) and the LM head's on one GPU for one micro-batch under the stack's
+    FP8 recipe and kernel stack (efficiency.PYTORCH_STACK)."""
+    prec = plan.precision
+    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
+    fp8_kw = {"fp8_attention": sw.fp8_attention, "fp8_current_scaling": sw.fp8_current_scaling} if fp8_run else {}
+    fcap = routed_fraction(plan)
+    etp, tp, cp = plan.expert_tp, plan.tp, plan.cp
+    costs: dict[bool, LayerCost] = {
+        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
+                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()), **fp8_kw)
+        for moe in ((False, True) if spec.moe is not None else (False,))
+    }
+    head = head_cost(spec, b, s, tp, cp, prec, dev)
+    if sw.kernels is KernelStack.PYTORCH and eff.PYTORCH_STACK != 1.0:  # efficiency.py: π
+        costs = {moe: c.slowed(eff.PYTORCH_STACK) for moe, c in costs.items()}
+        head = head.slowed(eff.PYTORCH_STACK)
+    return costs, head
+
+
 def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan: Plan) -> tuple[float, float]:
     """(dense params, expert params) held by one GPU of a stage."""
     dense = float(sl.dense * P.dense_params_per_layer(spec, False))
@@ -151,19 +198,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     g_pp = group_net(cluster, 2, tp * cp * dp) if pp > 1 else None
     traits = plan.traits
 
-    fcap = routed_fraction(plan)
-    fp8_run = prec.gemm_dtype.bytes < e
-    fp8_kw = {"fp8_attention": sw.fp8_attention, "fp8_current_scaling": sw.fp8_current_scaling} if fp8_run else {}
-    costs: dict[bool, LayerCost] = {
-        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
-                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()), **fp8_kw)
-        for moe in ((False, True) if spec.moe is not None else (False,))
-    }
+    costs, head = compute_costs(spec, b, s, plan, dev, sw)
     rfrac = recompute_fraction(spec.layers, plan)
-    head = head_cost(spec, b, s, tp, cp, prec, dev)
-    if sw.kernels is KernelStack.PYTORCH and eff.PYTORCH_STACK != 1.0:  # efficiency.py: π
-        costs = {moe: c.slowed(eff.PYTORCH_STACK) for moe, c in costs.items()}
-        head = head.slowed(eff.PYTORCH_STACK)
 
     # --- per-layer communication (seconds per micro-batch) ---
     D_tp = T * spec.hidden * e
@@ -300,7 +336,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
-        wbytes = prec.gemm_dtype.bytes if fp8_run and sw.fp8_param_gather else e  # FP8 weight all-gather
+        wbytes = weight_gather_bytes(plan, sw)
         g_m = cmp.dp_grad if cmp is not None else none
         w_m = cmp.weights if cmp is not None else none
         codec = 0.0  # quantize + dequantize of compressed DP traffic per step: compute, never hidden
@@ -400,12 +436,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         # --- optimizer step (memory-bound Adam over the local shard) ---
         shard = (dp * cp) if plan.shards_optimizer else 1
         stage_opt = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
-        if fp8_run:  # FP8 weight casts (model/fp8.py): once per step when cached, else per micro-batch
-            lin_p = local_p - (P.embedding_params(spec) / tp if first else 0.0) - (P.head_params(spec) / tp if last else 0.0)
-            if per_mb_z3 and sw.fp8_param_gather:
-                lin_p /= dp * cp  # each rank casts its own shard once, then gathers FP8
-            cast = eff.elementwise_s(dev, fp8.weight_cast_bytes(lin_p, e, prec.gemm_dtype.bytes), sl.total)
-            stage_opt += cast * (1 if (sw.fp8_weight_cache and not per_mb_z3) or sw.fp8_param_gather else m)
+        stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         opt_s = max(opt_s, stage_opt)
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)

@@ -14,6 +14,7 @@ from typing import Any
 from distscope.plan import Plan
 from distscope.sim.engine import SimOutcome
 from distscope.sim.program import COLL, COMPUTE, RECV
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.trace.graph import CollKind, Node, NodeKind
 from distscope.trace.traceset import TraceSet
@@ -58,7 +59,8 @@ def comm_bytes_per_group(traces: TraceSet, max_ranks: int = MAX_RANKS) -> dict[s
     return out
 
 
-def step_view(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan) -> dict[str, Any]:
+def step_view(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan,
+              software: SoftwareProfile | None = None) -> dict[str, Any]:
     """{'timeline': [...], 'comm_bytes_per_group': {...}, 'simulated_step_s': s}, or {'skipped': why}."""
     if cluster.num_gpus > MAX_GPUS:
         return {"skipped": f"{cluster.num_gpus:,} GPUs > {MAX_GPUS:,}: no simulated timeline"}
@@ -68,7 +70,7 @@ def step_view(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     from distscope.trace.builder import build_traces
     from distscope.trace.from_plan import step_spec
 
-    traces = build_traces(step_spec(spec, shape, cluster, plan), symmetric=True)
+    traces = build_traces(step_spec(spec, shape, cluster, plan, software=software), symmetric=True)
     outcome = run_traces(traces, ClusterNetwork(cluster))
     return {"timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": summarize(outcome).step_time_s}

@@ -67,11 +67,12 @@ def plan_cmd(
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits).")] = "megatron",
-    software: Annotated[str | None, typer.Option("--software", help="Software preset the plans run on (e.g. megatron-core-0.8, torchtitan-2025): sets the attention kernel, caps --overlap to what the stack can hide, and prices its FSDP engine, FP8 recipe and kernel stack; see software/data/presets.json.")] = None,
+    software: S.SoftwareOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
-    recompute; rank by predicted step time; explain the winner; print Megatron-LM and torchtitan config."""
+    recompute; rank by predicted step time; explain the winner; print Megatron-LM and torchtitan config.
+    With --software the attention kernel comes from the preset and --overlap is capped to what it hides."""
     from distscope.dtypes import Precision
     from distscope.errors import DistscopeError
     from distscope.plan import AttentionImpl, parse_enum
@@ -148,7 +149,7 @@ def plan_cmd(
 
         with progress(min(simulate_top, len(ranked)), "simulating the top plans") as bar:
             simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode,  # type: ignore[arg-type]
-                                            progress=bar.update)
+                                            progress=bar.update, software=sw)
         first = next(x for x in simulated if x.candidate is res.top[0])
         if simulated[0].simulated_step_s < first.simulated_step_s * (1 - RERANK_TIE):
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
@@ -188,7 +189,7 @@ def plan_cmd(
         from distscope.report.cli import write_report
         from distscope.report.step_view import step_view
 
-        result["step_view"] = step_view(spec, shape, c, best.plan)
+        result["step_view"] = step_view(spec, shape, c, best.plan, software=sw)
         write_report(result, report)
     if as_json:
         print_json(result)

@@ -17,6 +17,7 @@ from distscope.search.planner import Candidate
 from distscope.sim.api import simulate_traces
 from distscope.sim.cluster_network import ClusterNetwork
 from distscope.sim.network import NetworkMode
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.trace.builder import build_traces
 from distscope.trace.from_plan import step_spec
@@ -33,15 +34,15 @@ class Simulated:
 
 
 def simulate_candidates(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, candidates: list[Candidate],
-                        mode: NetworkMode = NetworkMode.SHARED,
-                        progress: Progress | None = None) -> list[Simulated]:
+                        mode: NetworkMode = NetworkMode.SHARED, progress: Progress | None = None,
+                        software: SoftwareProfile | None = None) -> list[Simulated]:
     """Simulate each candidate (symmetric traces) and return them ordered by simulated step time;
     `progress(simulated, candidates)` after each."""
     net = ClusterNetwork(cluster)
     out = []
     for c in candidates:
         steps = (1,) if c.plan.traits.flush else (2, 3)
-        runs = [simulate_traces(build_traces(step_spec(spec, shape, cluster, c.plan, steps=k), symmetric=True), net,
+        runs = [simulate_traces(build_traces(step_spec(spec, shape, cluster, c.plan, steps=k, software=software), symmetric=True), net,
                                 mode=mode) for k in steps]
         sim_s = runs[0].step_time_s if len(runs) == 1 else runs[1].step_time_s - runs[0].step_time_s
         out.append(Simulated(candidate=c, estimated_step_s=c.step_time_s, simulated_step_s=sim_s,

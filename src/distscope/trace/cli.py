@@ -81,6 +81,7 @@ def generate(
     capacity_factor: S.CapacityOpt = None,
     moe_a2a_overlap: S.A2AOverlapOpt = False,
     steps: Annotated[int, typer.Option("--steps", help="Consecutive steps in one trace (only --schedule 2bw, which has no flush).")] = 1,
+    software: S.SoftwareOpt = None,
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
@@ -136,7 +137,10 @@ def generate(
         from distscope.errors import DistscopeError
 
         raise DistscopeError(f"--steps={steps} must be >= 1")
-    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps)
+    from distscope.software.presets import get_software
+
+    sw = get_software(software) if software is not None else None
+    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps, software=sw)
     with progress(traced_ranks(step, symmetric), "building traces") as advance:
         traces = build_traces(step, symmetric=symmetric, on_rank=advance)
     from distscope.userfile import check_writable_dir

@@ -31,10 +31,12 @@ from distscope.model.efficiency import mem_time_s
 from distscope.model.estimate import (
     ADAM_BYTES_PER_PARAM,
     DDP_BUCKET_PARAMS,
+    compute_costs,
     recompute_fraction,
+    stage_fp8_weight_cast_s,
     stage_params,
+    weight_gather_bytes,
 )
-from distscope.model.layer import head_cost, layer_cost
 from distscope.model.moe import (
     A2A_OVERLAP_SM_FRACTION,
     dispatch_tokens,
@@ -45,6 +47,8 @@ from distscope.model.moe import (
 )
 from distscope.model.stages import chunk_sizes, stage_layers
 from distscope.plan import Dim, Placement, Plan, Recompute, chunk_rank
+from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
+from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.trace.builder import CommOp, Group, LayerCost, StageExtras, StepSpec
 from distscope.trace.graph import CollKind
@@ -89,10 +93,14 @@ def _as_point(ops: list[CommOp], hide_s: float) -> list[CommOp]:
     return [dataclasses.replace(op, hide_s=hide_s if i == 0 else 0.0, with_previous=i > 0) for i, op in enumerate(ops)]
 
 
-def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1) -> StepSpec:
+def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1,
+              software: SoftwareProfile | None = None) -> StepSpec:
     """The StepSpec of one optimizer step of `plan` (which must already be checked against the model);
     `steps` > 1 strings consecutive steps together for a schedule without a flush (PipeDream-2BW:
-    the steady-state step is the difference of two such traces)."""
+    the steady-state step is the difference of two such traces). `software` prices compute, FP8 casts,
+    weight-gather bytes and per-step fixed costs as the estimator does (software/presets.py); its
+    ZeRO-3 network traits are not modelled here."""
+    sw = software or DEFAULT_SOFTWARE
     dev = cluster.device
     prec = plan.precision
     e = prec.activation_dtype.bytes
@@ -109,12 +117,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     fcap = routed_fraction(plan)
     a2a_overlap = plan.moe_a2a_overlap and m > 1
 
-    costs = {
-        moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
-                        *((plan.expert_tp, fcap) if moe and (plan.expert_tp != tp or fcap != 1.0) else ()))
-        for moe in ((False, True) if spec.moe is not None else (False,))
-    }
-    head = head_cost(spec, b, s, tp, cp, prec, dev)
+    costs, head = compute_costs(spec, b, s, plan, dev, sw)
     D_tp = round(T * spec.hidden * e)
     routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
@@ -199,6 +202,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
     dp_overlap = Dim.DP in plan.overlap
     gbytes = plan.grad_reduce_dtype.bytes
+    wb = weight_gather_bytes(plan, sw)
     ndp, nedp = dp * cp, plan.expert_dp
     ends = {0, pp - 1} if placement is Placement.MIRROR else None
     for i, sl in enumerate(stages):
@@ -210,7 +214,8 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         shard = ndp if plan.shards_optimizer else 1
-        opt_s = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
+        opt_s = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps) + sw.step_overhead_s
+        opt_s += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         tied: tuple[CommOp, ...] = ()
         if spec.tied_embeddings and pp > 1 and (first or last) and placement is Placement.LOOP:
             tied = (CommOp(group=Group.EMB, kind=AR, size_bytes=round(spec.vocab * spec.hidden / tp * gbytes)),)
@@ -218,10 +223,10 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             # DualPipe: the two copies of these stages (ranks i and pp-1-i) sum their reduced gradients
             tied += (CommOp(group=Group.MIRROR, kind=AR, size_bytes=round(local_p * gbytes / shard)),)
         if per_mb_z3:
-            ags: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=AG, size_bytes=round(dense_p * e / ndp)),)
+            ags: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=AG, size_bytes=round(dense_p * wb / ndp)),)
             rss: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=RS, size_bytes=round(dense_p * gbytes)),)
             if expert_p:
-                ags += (CommOp(group=Group.EDPZ, kind=AG, size_bytes=round(expert_p * e / nedp)),)
+                ags += (CommOp(group=Group.EDPZ, kind=AG, size_bytes=round(expert_p * wb / nedp)),)
                 rss += (CommOp(group=Group.EDPZ, kind=RS, size_bytes=round(expert_p * gbytes)),)
             extras.append(
                 StageExtras(
@@ -246,7 +251,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 early += (CommOp(group=group, kind=kind, size_bytes=round(grad * (1 - frac))),)
             late += (CommOp(group=group, kind=kind, size_bytes=round(grad * frac)),)
             if plan.shards_optimizer:
-                gather += (CommOp(group=group, kind=AG, size_bytes=round(params * e / ways)),)
+                gather += (CommOp(group=group, kind=AG, size_bytes=round(params * wb / ways)),)
         extras.append(
             StageExtras(
                 optimizer_s=opt_s,
