@@ -3,8 +3,8 @@
 Component data (GEMM ceilings, attention kernels, links) comes from kernel and collective benchmarks
 and is not fitted here. The globals are σ (`sustained`: the share of benchmarked kernel throughput a
 training job sustains), κ (GEMM saturation), ρ (`overlap_cost`: compute slowdown per second of
-hidden communication) and π (`pytorch_stack`: compute speed of PyTorch-native kernel stacks relative to
-fused ones), each within efficiency.BOUNDS. The fit is validate/calibration.py's cached
+hidden communication) and π (`pytorch_stack`: speed of PyTorch-native stacks' attention and element-wise
+kernels relative to fused ones), each within efficiency.BOUNDS. The fit is validate/calibration.py's cached
 least-squares fit (each row's `auto` cells resolved at the priors, step time tabulated on a parameter
 grid), the same one `distscope validate --cv source` refits per fold; the reported in-sample and
 leave-one-source-out errors use the full model.

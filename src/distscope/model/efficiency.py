@@ -22,11 +22,12 @@ The global parameters (fitted at once over all validation rows, bounded):
   settles near 1.75 of its 1.98 GHz boost (and A100 near its 1.41 GHz). Bounds 0.70-1.0.
 - κ: the GEMM saturation constant above. Bounds 0.2-2.0.
 - ρ (`overlap_cost`): compute slowdown per second of communication hidden behind it. Bounds 0-0.6.
-- π (`pytorch_stack`): the speed of a PyTorch-native stack's non-GEMM kernels (software.KernelStack.
-  PYTORCH: torchtitan, LLM Foundry) relative to the fused stack's (layer.LayerCost.slowed). GEMMs are
-  cuBLAS in both; Megatron/TE fuse norms, rotary, bias-activation and FP8 casts into hand-written
-  kernels, where PyTorch-native stacks run eager ops or Inductor/Triton kernels (and LLM Foundry's
-  Triton FlashAttention). Prior 1.0 (no penalty); bounds 0.2-1.0. Only rows of such stacks inform it, so it is fitted on the combined
+- π (`pytorch_stack`): the speed of a PyTorch-native stack's attention and element-wise kernels
+  (software.KernelStack.PYTORCH: torchtitan, LLM Foundry) relative to the fused stack's
+  (layer.LayerCost.slowed). GEMMs are cuBLAS in both and keep their time, as do FP8 casts (fused by TE,
+  and by torch.compile into neighbouring kernels); Megatron/TE fuse norms, rotary and bias-activation
+  into hand-written kernels, where PyTorch-native stacks run eager ops or Inductor/Triton kernels (and
+  LLM Foundry's Triton FlashAttention). Prior 1.0 (no penalty); bounds 0.2-1.0. Only rows of such stacks inform it, so it is fitted on the combined
   published + evidence rows (benchmarks/calibrate.py), and its cross-validated error holds only
   where another PyTorch-native source is in the training folds.
 """

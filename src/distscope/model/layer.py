@@ -40,16 +40,21 @@ class LayerCost:
     attn_fwd_s: float  # forward attention-core time (what CP ring exchange can hide behind)
     model_flops: float  # forward + backward FLOPs, no recompute
     recompute_flops: float
+    # the attention and element-wise part of fwd_s / bwd_s / recompute_s (no GEMMs, no FP8 casts)
+    other_fwd_s: float = 0.0
+    other_bwd_s: float = 0.0
+    other_recompute_s: float = 0.0
 
     def slowed(self, speed: float) -> LayerCost:
-        """The same work on a stack whose non-GEMM kernels (attention, norms, activations, rotary, casts)
-        run at `speed` times the fused stack's speed; GEMMs are cuBLAS in both, so their time stays
-        (backward GEMMs: 2x the forward's; recompute re-runs at most the forward GEMMs)."""
+        """The same work on a stack whose attention and element-wise kernels run at `speed` times the
+        fused stack's speed. GEMMs are cuBLAS in both, so their time stays; FP8 casts stay too (TE fuses
+        them into its kernels, torch.compile into the neighbouring Inductor kernels)."""
         k = 1.0 / speed - 1.0
-        g = self.gemm_fwd_s
         return dataclasses.replace(
-            self, fwd_s=self.fwd_s + (self.fwd_s - g) * k, bwd_s=self.bwd_s + max(0.0, self.bwd_s - 2 * g) * k,
-            recompute_s=self.recompute_s + max(0.0, self.recompute_s - g) * k, attn_fwd_s=self.attn_fwd_s * (1 + k))
+            self, fwd_s=self.fwd_s + self.other_fwd_s * k, bwd_s=self.bwd_s + self.other_bwd_s * k,
+            recompute_s=self.recompute_s + self.other_recompute_s * k, attn_fwd_s=self.attn_fwd_s * (1 + k),
+            other_fwd_s=self.other_fwd_s * (1 + k), other_bwd_s=self.other_bwd_s * (1 + k),
+            other_recompute_s=self.other_recompute_s * (1 + k))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -135,20 +140,22 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     fwd_s = gemm_fwd_s + cast_fwd_s + attn_fwd_s + el_fwd_s
     bwd_s = 2 * gemm_fwd_s + cast_bwd_s + attn_bwd_s + 2 * el_fwd_s
     fwd_flops = gemm_flops + core_flops
+    other_fwd, other_bwd = attn_fwd_s + el_fwd_s, attn_bwd_s + 2 * el_fwd_s
     if recompute is Recompute.FULL:
-        recompute_s, recompute_flops = fwd_s, fwd_flops
+        recompute_s, recompute_flops, other_rc = fwd_s, fwd_flops, other_fwd
     elif recompute is Recompute.SELECTIVE_OP:
         # every second matmul of torchtitan's block and all element-wise work, not attention (op_sac.py)
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e, fe_e))
         recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) + el_fwd_s
-        recompute_flops = sum(2.0 * M * N * K for M, N, K in again)
+        recompute_flops, other_rc = sum(2.0 * M * N * K for M, N, K in again), el_fwd_s
     elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
-        recompute_s, recompute_flops = attn_fwd_s, core_flops
+        recompute_s, recompute_flops, other_rc = attn_fwd_s, core_flops, attn_fwd_s
     else:
-        recompute_s, recompute_flops = 0.0, 0.0
+        recompute_s, recompute_flops, other_rc = 0.0, 0.0, 0.0
     return LayerCost(
         fwd_s=fwd_s, bwd_s=bwd_s, recompute_s=recompute_s, gemm_fwd_s=gemm_fwd_s, attn_fwd_s=attn_fwd_s,
-        model_flops=3 * fwd_flops, recompute_flops=recompute_flops,
+        model_flops=3 * fwd_flops, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
+        other_recompute_s=other_rc,
     )
 
 
@@ -163,4 +170,5 @@ def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Prec
     ce = eff.elementwise_s(device, 19.0 * T * V_l, 0)
     flops = 2.0 * T * V_l * spec.hidden
     return LayerCost(fwd_s=g + ce / 3, bwd_s=2 * g + 2 * ce / 3, recompute_s=0.0, gemm_fwd_s=g, attn_fwd_s=0.0,
+                     other_fwd_s=ce / 3, other_bwd_s=2 * ce / 3,
                      model_flops=3 * flops, recompute_flops=0.0)

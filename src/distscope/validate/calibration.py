@@ -4,7 +4,7 @@ enough to refit once per cross-validation fold.
 Everything component-level (GEMM ceilings, attention kernels, links) comes from kernel and collective
 benchmarks; end-to-end runs only set the bounded globals efficiency.BOUNDS names (σ: sustained share of
 benchmarked kernel throughput; κ: GEMM saturation; ρ: compute slowdown per second of hidden
-communication; π: compute speed of PyTorch-native kernel stacks relative to fused ones).
+communication; π: speed of PyTorch-native stacks' attention and element-wise kernels relative to fused ones).
 
 A cached fit: each row's `auto` cells are resolved once at the prior parameters (the plan is then
 frozen), its step time is evaluated on a small grid of parameter values, and a trial is a vectorized
@@ -32,8 +32,8 @@ from distscope.validate.rows import Row
 from distscope.workload.training import TrainingShape
 
 FITTED: tuple[str, ...] = ("sustained", "kappa", "overlap_cost", "pytorch_stack")
-# Grid per parameter (κ on a log axis: its effect is m/(m + κ·balance); π divides non-GEMM compute
-# time, so log(step) is close to linear in log π as well).
+# Grid per parameter (κ on a log axis: its effect is m/(m + κ·balance); π divides attention and
+# element-wise time, so log(step) is close to linear in log π as well).
 GRID_POINTS = {"sustained": 5, "kappa": 5, "overlap_cost": 4, "pytorch_stack": 4}
 LOG_AXES = ("kappa", "pytorch_stack")
 
