@@ -7,7 +7,12 @@ pipeline re-partitioning of the best candidates and the compression options). Ta
 search in at most 10 s on one core. The process is pinned to one core; wall and CPU seconds are both
 reported (wall time includes any contention from other processes on that core).
 
-    python benchmarks/plan_speed.py [--out FILE.json]
+    python benchmarks/plan_speed.py [--out FILE.json] [--against REV]
+
+--against REV also times the planner of git revision REV (its src/ and this script, from `git archive`)
+side by side: baseline and current alternate twice, each in a fresh process on the same core, and the
+lower CPU time of each counts. This machine's speed drifts by tens of percent over minutes, so only
+such a ratio says whether the search got slower.
 Last line of output: one JSON object.
 """
 
@@ -16,7 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 from _results import save
 from distscope.model.layer import head_cost, layer_cost
@@ -32,9 +42,39 @@ CASES = (
 )
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _timed(root: Path, src: Path, out: Path) -> list[dict[str, Any]]:
+    """One run of `root`'s plan_speed.py in a fresh process (its own package from `src`)."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    subprocess.run([sys.executable, str(root / "benchmarks/plan_speed.py"), "--out", str(out)], env=env, cwd=root,
+                   check=True, capture_output=True, timeout=600)
+    cases: list[dict[str, Any]] = json.loads(out.read_text())["cases"]
+    return cases
+
+
+def side_by_side(rev: str) -> dict[str, Any]:
+    """Current tree vs revision `rev`, alternating twice; the lower CPU time per case counts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        base.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src", "benchmarks"], check=True,
+                                 capture_output=True, timeout=60).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True, timeout=60)
+        runs: dict[str, list[list[dict[str, Any]]]] = {"baseline": [], "current": []}
+        for _ in range(2):
+            runs["baseline"].append(_timed(base, base / "src", Path(tmp) / "b.json"))
+            runs["current"].append(_timed(ROOT, ROOT / "src", Path(tmp) / "c.json"))
+    best = {k: [min(r[i]["search_cpu_s"] for r in v) for i in range(len(CASES))] for k, v in runs.items()}
+    return {"against": rev, "baseline_cpu_s": best["baseline"], "current_cpu_s": best["current"],
+            "ratio_current_to_baseline": [round(c / b, 3) for c, b in zip(best["current"], best["baseline"], strict=True)]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
+    ap.add_argument("--against", default="", help="git revision to time side by side with the current tree")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
@@ -64,12 +104,16 @@ def main() -> None:
         print(f"{r['model']:<15} {r['gpus']:>6} {r['layouts']:>8} {r['plans_evaluated']:>10,} {r['feasible']:>9,} "
               f"{r['search_wall_s']:>7.2f} {r['search_cpu_s']:>6.2f} {r['plans_per_cpu_s']:>8,}  "
               f"{r['best_plan']} ({r['best_step_s']} s)")
-    result = {"benchmark": "plan_speed", "cases": rows,
-              "gpt3_175b_search_s": rows[0]["search_cpu_s"], "target_s": 10.0,
-              "meets_target": bool(rows[0]["meets_target"])}
+    result: dict[str, Any] = {"benchmark": "plan_speed", "cases": rows,
+                              "gpt3_175b_search_s": rows[0]["search_cpu_s"], "target_s": 10.0,
+                              "meets_target": bool(rows[0]["meets_target"])}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
+        return  # a timed run for someone else (side_by_side): leave results/ alone
+    if args.against:
+        result["side_by_side"] = side_by_side(args.against)
+        print(f"vs {args.against}: current / baseline CPU time {result['side_by_side']['ratio_current_to_baseline']}")
     save("plan_speed", result)
 
 
