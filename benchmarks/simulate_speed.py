@@ -172,7 +172,8 @@ def consistency() -> dict[str, object]:
         if res.plan is None or res.predicted_step_time_s is None:
             continue
         cl = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
-        spec = step_spec(row.spec, TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch), cl, res.plan)
+        spec = step_spec(row.spec, TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch), cl, res.plan,
+                         software=row.software)
         sim = simulate_traces(build_traces(spec, symmetric=True), ClusterNetwork(cl))
         errs[row.run_id] = 100 * (sim.step_time_s / res.predicted_step_time_s - 1)
     worst = max(errs, key=lambda k: abs(errs[k]))

@@ -18,11 +18,9 @@ class DType(Enum):
     INT4 = "int4"
     FP4 = "fp4"  # OCP MXFP4 / NVIDIA NVFP4 element (E2M1); block scales are counted where weights are sized
 
-    _bytes: float  # set below; a plain attribute because hashing enums is slow in hot loops
-
-    @property
-    def bytes(self) -> float:
-        return self._bytes
+    # bytes per element, set below: a plain attribute, not a property or a dict lookup, because the
+    # estimator reads it millions of times per plan search
+    bytes: float
 
     @classmethod
     def parse(cls, value: str, field: str = "dtype") -> DType:
@@ -45,7 +43,7 @@ _BYTES: dict[DType, float] = {
     DType.FP4: 0.5,
 }
 for _member, _size in _BYTES.items():
-    _member._bytes = _size
+    _member.bytes = _size
 
 
 class Precision(Enum):
@@ -58,14 +56,9 @@ class Precision(Enum):
     BF16 = "bf16"
     FP8 = "fp8"
 
-    @property
-    def gemm_dtype(self) -> DType:
-        return DType.FP8 if self is Precision.FP8 else self.activation_dtype
-
-    @property
-    def activation_dtype(self) -> DType:
-        """Dtype of activations, weights in compute, p2p and TP messages (TE keeps these in bf16)."""
-        return DType.FP16 if self is Precision.FP16 else DType.BF16
+    # set below as plain attributes (read millions of times per plan search):
+    gemm_dtype: DType  # the GEMMs' input dtype
+    activation_dtype: DType  # activations, weights in compute, p2p and TP messages (TE keeps these in bf16)
 
     @classmethod
     def parse(cls, value: str, field: str = "precision") -> Precision:
@@ -75,3 +68,8 @@ class Precision(Enum):
             raise DistscopeError(
                 f"{field}={value!r} is not a precision; valid: {', '.join(p.value for p in cls)}"
             ) from None
+
+
+for _prec, (_gemm, _act) in {Precision.FP16: (DType.FP16, DType.FP16), Precision.BF16: (DType.BF16, DType.BF16),
+                             Precision.FP8: (DType.FP8, DType.BF16)}.items():
+    _prec.gemm_dtype, _prec.activation_dtype = _gemm, _act

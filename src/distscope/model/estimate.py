@@ -298,6 +298,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         n_, at = kinds.get(key, (0, i))
         kinds[key] = (n_ + 1, at)
     counts: list[int] = []
+    wbytes = weight_gather_bytes(plan, sw)
+    fp8_run = prec.gemm_dtype.bytes < e
     for (sl, first, last), (count, at) in kinds.items():
         counts.append(count)
         layers = ((False, sl.dense), (True, sl.moe))
@@ -336,7 +338,6 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         dense_p, expert_p = stage_params(spec, sl, first, last, plan)
         local_p = dense_p + expert_p
         gbytes = plan.grad_reduce_dtype.bytes
-        wbytes = weight_gather_bytes(plan, sw)
         g_m = cmp.dp_grad if cmp is not None else none
         w_m = cmp.weights if cmp is not None else none
         codec = 0.0  # quantize + dequantize of compressed DP traffic per step: compute, never hidden
@@ -436,7 +437,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         # --- optimizer step (memory-bound Adam over the local shard) ---
         shard = (dp * cp) if plan.shards_optimizer else 1
         stage_opt = mem_time_s(ADAM_BYTES_PER_PARAM * local_p / shard, dev.hbm_Bps)
-        stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
+        if fp8_run:
+            stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         opt_s = max(opt_s, stage_opt)
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
@@ -518,16 +520,16 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     obytes = (dense_p / (dpc if shard else 1) + expert_p / (edp if shard else 1)) * MASTER_BYTES_PER_PARAM
     per_mb = wonly = 0.0
     rfrac = recompute_fraction(spec.layers, plan)
+    held, held_w = inflight_sets(plan.schedule, stage, plan.pp, plan.vp, m)
     for moe_layer, n in ((False, sl.dense), (True, sl.moe)):
         if n:
             full = activation_bytes_per_layer(spec, moe_layer, b, s, plan)
             if plan.recompute is Recompute.FULL and rfrac < 1.0:  # block recompute: other layers keep everything
-                keep = activation_bytes_per_layer(spec, moe_layer, b, s,
-                                                  dataclasses.replace(plan, recompute=Recompute.NONE, recompute_layers=0))
+                keep = activation_bytes_per_layer(spec, moe_layer, b, s, plan, Recompute.NONE)
                 full = rfrac * full + (1 - rfrac) * keep
             per_mb += n * full
-            wonly += n * wgrad_input_bytes_per_layer(spec, moe_layer, b, s, plan)
-    held, held_w = inflight_sets(plan.schedule, stage, plan.pp, plan.vp, m)
+            if held_w:  # zero-bubble schedules: inputs kept for the deferred weight-gradient passes
+                wonly += n * wgrad_input_bytes_per_layer(spec, moe_layer, b, s, plan)
     act = per_mb * held + wonly * held_w
     T = b * s / plan.cp
     logits = T * spec.vocab / plan.tp

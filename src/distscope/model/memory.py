@@ -53,15 +53,19 @@ class Memory:
         return max(t, key=lambda k: t[k])
 
 
-def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan) -> float:
+def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan,
+                               recompute: Recompute | None = None) -> float:
+    """Activations one layer keeps for its backward per micro-batch, under `recompute` (default: the
+    plan's)."""
+    rc = plan.recompute if recompute is None else recompute
     e = plan.precision.activation_dtype.bytes
     tp = plan.tp
     T = b * s / plan.cp
     r = 1.0 / tp if plan.sp else 1.0
     h = spec.hidden
-    if plan.recompute is Recompute.FULL:
+    if rc is Recompute.FULL:
         return e * T * h * r
-    if plan.recompute is Recompute.SELECTIVE_OP:
+    if rc is Recompute.SELECTIVE_OP:
         M_e = fe_e = 0.0
         if moe_layer:
             assert spec.moe is not None
@@ -85,7 +89,7 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     lin = T * h * r * (2 * e + 2 * gi + 2 * mask) + e * T * (a_l + 2 * g_l) * d + gi * T * a_l * d + ffn
     if plan.attention.fused:
         core = 4.0 * T * a_l
-    elif plan.recompute is Recompute.SELECTIVE:
+    elif rc is Recompute.SELECTIVE:
         core = 0.0
     else:
         core = T * a_l * s * ((2 * e + 1) if mask else e)
