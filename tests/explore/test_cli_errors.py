@@ -22,6 +22,7 @@ from tests.explore.explore_support import SMALL, cli
     (["--workers", "-1"], "--workers=-1"),
     (["--precision", "fp4"], "--precision='fp4'"),
     (["--plot", "x.png"], "--plot='x.png' must be an .html file path"),
+    (["--software", "titan"], "--software='titan' is not a software preset; closest: torchtitan"),
 ])
 def test_one_line_errors(argv: list[str], msg: str) -> None:
     code, out, err = cli(["--model", "llama3-8b", "--gpus", "8", *argv])
@@ -37,6 +38,13 @@ def test_bad_yaml_file(tmp_path) -> None:
     assert code == 2 and "malformed YAML" in err and str(f) in err
     code, _, err = cli([str(tmp_path / "missing.yaml")])
     assert code == 2 and "does not exist" in err
+
+
+def test_bad_software_in_yaml_names_file_and_field(tmp_path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama3-8b\ngpus: 8\nsoftware: megatron\n")
+    code, _, err = cli([str(f)])
+    assert code == 2 and str(f) in err and "software='megatron' is not a software preset" in err, err
 
 
 def test_price_model_that_goes_negative_is_named(tmp_path) -> None:

@@ -55,6 +55,22 @@ def test_point_best_plan_is_the_planners() -> None:
     assert r2["step_time_s"] == res.best.step_time_s and r2["compression"] == "none"
 
 
+def test_point_with_software_is_plan_with_software() -> None:
+    """`software` in the sweep settings prices the point as `distscope plan --software` does, and is part
+    of the point's key (only when set: earlier journals keep theirs)."""
+    from distscope.search.space import SearchSpace
+    from distscope.software.presets import get_software
+
+    p = Point(model="llama3-8b", cluster="dgx-h100", gpus=8, global_batch=32, seq=4096)
+    settings = PlanSettings(compression=False, software="torchtitan-2025")
+    r = run_point(p, settings)
+    sw = get_software("torchtitan-2025")
+    res = search(get_model("llama3-8b"), TrainingShape(seq_len=4096, global_batch=32), get_cluster("dgx-h100", 8),
+                 SearchSpace(attention=sw.attention, overlap=sw.overlap, software=sw))
+    assert res.best is not None and r["status"] == OK and r["step_time_s"] == res.best.step_time_s
+    assert '"software":"torchtitan-2025"' in p.key(settings) and "software" not in p.key(PlanSettings())
+
+
 def test_failing_points_carry_one_line_reasons() -> None:
     s = PlanSettings()
     bad_node = run_point(Point(model="llama3-8b", cluster="dgx-h100", gpus=128, global_batch=64, seq=4096,

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from distscope import scenario as S
+
 
 def explore_cmd(
     sweep_file: Annotated[str | None, typer.Argument(metavar="[SWEEP.yaml]", help="A YAML sweep file (flags below override its fields).")] = None,
@@ -20,6 +22,7 @@ def explore_cmd(
     vary: Annotated[list[str] | None, typer.Option("--vary", help="An axis: name=lo:hi:count or name=a,b,c (repeat the flag for a grid). Axes: model, cluster, gpus, global_batch, seq, tflops_<dtype>, hbm_GiB, hbm_GBps, nvlink_size, nvlink_GBps, nvlink_latency_us, nic_GBps, nic_latency_us.")] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp8 (default bf16).")] = None,
     compression: Annotated[bool | None, typer.Option("--compression/--no-compression", help="Search quantized communication as a plan dimension (default on).")] = None,
+    software: S.SoftwareOpt = None,
     train_tokens: Annotated[float | None, typer.Option("--train-tokens", help="Tokens to train, for time/cost/energy (default 1e12).")] = None,
     price: Annotated[float | None, typer.Option("--price", help="Price per GPU-hour of the preset's GPU (default 1: cost reads in GPU-hours).")] = None,
     tdp: Annotated[float | None, typer.Option("--tdp", help="GPU power in W for the energy objective (default: the device's datasheet TDP).")] = None,
@@ -56,7 +59,8 @@ def explore_cmd(
                 global_batch=global_batch if global_batch is not None else b.global_batch,
                 seq=seq if seq is not None else b.seq)
     plan = PlanSettings(precision=Precision.parse(precision, "--precision") if precision is not None else sw.plan.precision,
-                        compression=compression if compression is not None else sw.plan.compression)
+                        compression=compression if compression is not None else sw.plan.compression,
+                        software=software if software is not None else sw.plan.software)
     o = sw.objectives
     objectives = Objectives(
         train_tokens=train_tokens if train_tokens is not None else o.train_tokens,

@@ -31,9 +31,19 @@ class PlanSettings:
 
     precision: Precision = Precision.BF16
     compression: bool = True  # search quantized communication as a plan dimension, as `distscope plan`
+    software: str | None = None  # a software preset (software/presets.py), as `distscope plan --software`
+
+    def __post_init__(self) -> None:
+        if self.software is not None:
+            from distscope.software.presets import get_software
+
+            object.__setattr__(self, "software", get_software(self.software).name)  # bad names fail here
 
     def to_json(self) -> dict[str, Any]:
-        return {"precision": self.precision.value, "compression": self.compression}
+        out: dict[str, Any] = {"precision": self.precision.value, "compression": self.compression}
+        if self.software is not None:  # absent when unset: journals of earlier sweeps keep their keys
+            out["software"] = self.software
+        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -99,10 +109,13 @@ def run_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
     from distscope.search.compression import best_compressed, config_label
     from distscope.search.planner import search
     from distscope.search.space import SearchSpace, why_no_layout
+    from distscope.software.presets import get_software
 
     try:
         spec, shape, c = scenario(p, settings)
-        space = SearchSpace(precision=settings.precision)
+        sw = get_software(settings.software) if settings.software is not None else None
+        space = (SearchSpace(precision=settings.precision, attention=sw.attention, overlap=sw.overlap, software=sw)
+                 if sw is not None else SearchSpace(precision=settings.precision))
         res = search(spec, shape, c, space)
         if res.best is None:
             why = (why_no_layout(space, spec, shape, c) if res.layouts == 0 else
@@ -111,7 +124,7 @@ def run_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
             return _failed(INFEASIBLE, why, res.evaluated)
         best, evaluated = res.best, res.evaluated
         if settings.compression:
-            cr = best_compressed(spec, shape, c, res.pool, res.comm_pool, base=best)
+            cr = best_compressed(spec, shape, c, res.pool, res.comm_pool, base=best, software=sw)
             if cr is not None:
                 evaluated += cr.evaluated
                 if cr.compressed.step_time_s < best.step_time_s:

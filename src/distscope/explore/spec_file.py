@@ -8,6 +8,7 @@ file and the field.
     seq: 4096
     precision: bf16              # planner settings
     compression: true
+    software: torchtitan-2025    # optional software preset (`distscope plan --software`)
     train_tokens: 1.0e12         # objectives
     tdp_W: 700                   # default: the device's datasheet TDP
     budget: 5.0e6                # cost cap: the fastest point within it is reported
@@ -35,8 +36,8 @@ from distscope.explore.point import PlanSettings
 from distscope.explore.sweep import Base, Sweep
 from distscope.userfile import read_text
 
-FIELDS = ("model", "cluster", "gpus", "global_batch", "seq", "precision", "compression", "train_tokens", "tdp_W",
-          "budget", "price", "axes")
+FIELDS = ("model", "cluster", "gpus", "global_batch", "seq", "precision", "compression", "software", "train_tokens",
+          "tdp_W", "budget", "price", "axes")
 
 
 def _num(where: str, v: Any, *, integer: bool = False) -> Any:
@@ -110,8 +111,12 @@ def sweep_from_dict(d: Any, where: str) -> Sweep:
     compression = d.get("compression", True)
     if not isinstance(compression, bool):
         raise DistscopeError(f"{where}: compression={compression!r} must be true or false")
-    plan = PlanSettings(precision=Precision.parse(str(d.get("precision", "bf16")), f"{where}: precision"),
-                        compression=compression)
+    software = d.get("software")
+    try:
+        plan = PlanSettings(precision=Precision.parse(str(d.get("precision", "bf16")), f"{where}: precision"),
+                            compression=compression, software=str(software) if software is not None else None)
+    except DistscopeError as exc:
+        raise DistscopeError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
     try:
         obj = Objectives(
             train_tokens=_num("train_tokens", d.get("train_tokens", Objectives.train_tokens)),
