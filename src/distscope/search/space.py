@@ -94,8 +94,9 @@ class SearchSpace:
             raise DistscopeError("schedules must not be empty")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int, limit: int) -> list[int]:
+    """Divisors of n up to `limit`: O(min(n, limit)), so a GPU count of 2**40 costs nothing."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,18 +115,18 @@ class Layout:
 
 def tp_values(space: SearchSpace, spec: ModelSpec, cluster: Cluster) -> list[int]:
     cap = space.max_tp or cluster.gpus_per_node
-    vals = space.tp or tuple(_divisors(cluster.num_gpus))
+    vals = space.tp or tuple(_divisors(cluster.num_gpus, cap))
     return [t for t in vals if t <= cap and cluster.num_gpus % t == 0 and spec.heads % t == 0
             and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]
 
 
 def cp_values(space: SearchSpace, shape: TrainingShape, rest: int) -> list[int]:
-    vals = space.cp or tuple(d for d in _divisors(rest) if d <= space.max_cp)
+    vals = space.cp or tuple(_divisors(rest, space.max_cp))
     return [c for c in vals if rest % c == 0 and (c == 1 or shape.seq_len % (2 * c) == 0)]
 
 
 def pp_values(space: SearchSpace, spec: ModelSpec, rest: int) -> list[int]:
-    vals = space.pp or tuple(_divisors(rest))
+    vals = space.pp or tuple(_divisors(rest, spec.layers))
     return [p for p in vals if rest % p == 0 and p <= spec.layers]
 
 
@@ -138,7 +139,7 @@ def vp_values(space: SearchSpace, spec: ModelSpec, pp: int) -> list[int]:
 def ep_values(space: SearchSpace, spec: ModelSpec, dp_cp: int) -> list[int]:
     if spec.moe is None:
         return [1]
-    vals = space.ep or tuple(_divisors(spec.moe.experts))
+    vals = space.ep or tuple(_divisors(spec.moe.experts, spec.moe.experts))
     return [e for e in vals if spec.moe.experts % e == 0 and dp_cp % e == 0]
 
 
