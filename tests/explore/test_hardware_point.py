@@ -66,7 +66,7 @@ def test_point_with_software_is_plan_with_software() -> None:
     r = run_point(p, settings)
     sw = get_software("torchtitan-2025")
     res = search(get_model("llama3-8b"), TrainingShape(seq_len=4096, global_batch=32), get_cluster("dgx-h100", 8),
-                 SearchSpace(attention=sw.attention, overlap=sw.overlap, software=sw))
+                 SearchSpace().with_software(sw))
     assert res.best is not None and r["status"] == OK and r["step_time_s"] == res.best.step_time_s
     assert '"software":"torchtitan-2025"' in p.key(settings) and "software" not in p.key(PlanSettings())
 

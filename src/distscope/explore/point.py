@@ -114,8 +114,9 @@ def run_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
     try:
         spec, shape, c = scenario(p, settings)
         sw = get_software(settings.software) if settings.software is not None else None
-        space = (SearchSpace(precision=settings.precision, attention=sw.attention, overlap=sw.overlap, software=sw)
-                 if sw is not None else SearchSpace(precision=settings.precision))
+        space = SearchSpace(precision=settings.precision)
+        if sw is not None:
+            space = space.with_software(sw)
         res = search(spec, shape, c, space)
         if res.best is None:
             why = (why_no_layout(space, spec, shape, c) if res.layouts == 0 else

@@ -27,9 +27,9 @@ The global parameters (fitted at once over all validation rows, bounded):
   (layer.LayerCost.slowed). GEMMs are cuBLAS in both and keep their time, as do FP8 casts (fused by TE,
   and by torch.compile into neighbouring kernels); Megatron/TE fuse norms, rotary and bias-activation
   into hand-written kernels, where PyTorch-native stacks run eager ops or Inductor/Triton kernels (and
-  LLM Foundry's Triton FlashAttention). Prior 1.0 (no penalty); bounds 0.2-1.0. Only rows of such stacks inform it, so it is fitted on the combined
-  published + evidence rows (benchmarks/calibrate.py), and its cross-validated error holds only
-  where another PyTorch-native source is in the training folds.
+  LLM Foundry's Triton FlashAttention). Prior 1.0 (no penalty); bounds 0.2-1.0. Only rows of such
+  stacks inform it, so it is fitted on the combined published + evidence rows (benchmarks/calibrate.py),
+  and its cross-validated error holds only where another PyTorch-native source is in the training folds.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ GEMM_KAPPA = 0.63
 # Compute slowdown per second of communication hidden behind it: NCCL kernels take SMs and HBM
 # bandwidth from the compute they overlap (the reason overlapped collectives are not free).
 OVERLAP_COST = 0.0
-# Compute speed of a PyTorch-native kernel stack relative to the fused one (π above).
+# Speed of a PyTorch-native stack's attention and element-wise kernels relative to the fused one (π above).
 PYTORCH_STACK = 1.0
 
 # Achieved fraction of HBM bandwidth for streaming element-wise kernels (STREAM-like ~0.8-0.9).

@@ -114,12 +114,13 @@ def plan_cmd(
     sw = get_software(software) if software is not None else None
     space = SearchSpace(
         precision=Precision.parse(precision, "--precision"),
-        attention=sw.attention if sw else parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
-        overlap=S.parse_overlap(overlap) & sw.overlap if sw else S.parse_overlap(overlap), software=sw,
-        tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
+        attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
+        overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
         ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
         schedules=_schedules(schedules),
     )
+    if sw is not None:
+        space = space.with_software(sw)
     fw: Framework = parse_enum(Framework, framework, "--framework")  # type: ignore[assignment]
     if fw is Framework.TORCHTITAN and spec.name not in TORCHTITAN_MODELS:
         raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "

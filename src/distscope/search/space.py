@@ -93,6 +93,11 @@ class SearchSpace:
         if not self.schedules:
             raise DistscopeError("schedules must not be empty")
 
+    def with_software(self, sw: SoftwareProfile) -> SearchSpace:
+        """The space on a software preset: its attention kernel, the overlap it can hide (within this
+        space's), and the preset passed to every estimate."""
+        return dataclasses.replace(self, attention=sw.attention, overlap=self.overlap & sw.overlap, software=sw)
+
 
 def _divisors(n: int, limit: int) -> list[int]:
     """Divisors of n up to `limit`: O(min(n, limit)), so a GPU count of 2**40 costs nothing."""

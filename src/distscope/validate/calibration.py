@@ -140,7 +140,7 @@ def fit(surrogate: Surrogate, measured_s: np.ndarray, rows: np.ndarray | None = 
 
     def values(x: np.ndarray) -> list[float]:
         got = dict(zip(free, x, strict=True))
-        return [float(got.get(n, fixed.get(n, 0.0))) for n in FITTED]
+        return [float(got[n]) if n in got else fixed[n] for n in FITTED]
 
     res = least_squares(lambda x: surrogate(values(x))[idx] - target, x0, bounds=(lo, hi), loss="soft_l1",
                         f_scale=0.03, x_scale=np.array(hi) - np.array(lo))
