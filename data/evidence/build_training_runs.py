@@ -56,15 +56,16 @@ LLAMA4_2L = dict(model="Llama 4 Scout (17Bx16E) cut to 2 layers", arch="llama", 
                  kv_heads=8, ffn_hidden=16384, ffn_act="swiglu", vocab=2048)
 LLAMA4_MOE = dict(experts=16, top_k=1, moe_ffn_hidden=8192, shared_experts=1, moe_dense_layers=0, etp=1)
 
-GRAND_TETON = dict(gpu="h100-sxm5-80gb", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
+GRAND_TETON = dict(gpu="h100-hbm2e-96gb-500w", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
 DGX_H100 = dict(gpu="h100-sxm5-80gb", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
 H200_NODE = dict(gpu="h200-sxm-141gb", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
 B200_NODE = dict(gpu="b200-sxm-180gb", gpus_per_node=8, intra_node_GBps=900, inter_node_GBps_per_gpu=50)
 MI300X_NODE = dict(gpu="mi300x", gpus_per_node=8, intra_node_GBps=448, inter_node_GBps_per_gpu=50)
 LUMI_G = dict(gpu="mi250x-gcd", gpus_per_node=8, intra_node_GBps=50, inter_node_GBps_per_gpu=12.5)
 
-GRAND_TETON_NOTE = ("DEVICE-APPROX: Grand Teton H100 with 96 GB HBM2e (2.4 TB/s) at the 500 W default power limit, "
-                    "slower than the h100-sxm5-80gb key (HBM3 3.35 TB/s, 700 W)")
+GRAND_TETON_NOTE = ("Grand Teton H100 with 96 GB HBM2e (2.4 TB/s) at the 500 W default power limit: device key "
+                    "h100-hbm2e-96gb-500w, whose tensor peak (the midpoint of SXM and NVL) is an estimate: "
+                    "TorchTitan says only that it lies between the two")
 
 
 def tokens_step(row: dict, tps_per_gpu: float) -> float:
