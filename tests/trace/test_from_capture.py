@@ -115,6 +115,46 @@ def test_simulated_step_replays_compute_and_prices_communication() -> None:
     assert res.step_time_s == pytest.approx(compute + 1e-3 + (2e-3 - 100e-6))
 
 
+def test_completion_skew_delays_what_waits_on_this_rank() -> None:
+    """A rank whose comm log shows the all-reduce completing 2 ms after the group's first completion
+    waits 2 ms more: a "(completion skew)" node after the COMM node, on its own lane, which the
+    implicit wait depends on; compute scaling leaves it alone."""
+    from distscope.sim.whatif import WhatIf, apply_to_traces
+    from distscope.trace.from_capture import SKEW_NAME
+
+    done = {("0", 3): 0.0035, ("1", 0): 0.0016}
+    plain = build_rank(_step(), 0, "t", completion_s=done)
+    late = build_rank(_step(), 0, "t", completion_s=done, skew_s={("0", 3): 0.002})
+    skew = next(n for n in late.graph.nodes if n.name == SKEW_NAME)
+    ar = next(n for n in late.graph.nodes if n.kind is NodeKind.COMM_COLL and n.pg_name == "0")
+    assert skew.duration_s == pytest.approx(0.002) and skew.data_deps == (ar.id,) and skew.lane == "host:skew"
+    assert skew.id in next(n for n in late.graph.nodes if n.name == "(wait)").data_deps
+    assert [late.graph.nodes[c.node_id].name for c in late.calls] == [plain.graph.nodes[c.node_id].name for c in plain.calls]
+    traces = TraceSet(graphs={0: late.graph, 1: plain.graph}, process_groups=late.groups, group_labels=late.labels)
+    scaled = apply_to_traces(traces, WhatIf(compute_scale=0.5)).graphs[0]
+    assert next(n for n in scaled.nodes if n.name == SKEW_NAME).duration_s == pytest.approx(0.002)
+
+
+def test_completion_skews_from_the_comm_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from distscope.trace.capture_files import completion_skews
+
+    def call(rank: int, seq: int, start: float, dur: float, op: str = "all_reduce", ranks=(0, 1)):  # type: ignore[no-untyped-def]
+        return {"rank": rank, "op": op, "bytes": 8, "dtype": "float32", "group": "0", "group_ranks": list(ranks),
+                "dim": "dp", "seq": seq, "step": 0, "start_s": start, "duration_s": dur, "api": "c10d", "error": None}
+
+    (tmp_path / "calls").mkdir()
+    logs = {0: [call(0, 0, 10.0, 0.001), call(0, 1, 11.0, 0.001, "send"), call(0, 2, 12.0, 0.001, ranks=(0, 1, 2))],
+            1: [call(1, 0, 10.0, 0.004), call(1, 1, 11.0, 0.005, "recv"), call(1, 2, 12.0, 0.003, ranks=(0, 1, 2))]}
+    for r, calls in logs.items():
+        (tmp_path / "calls" / f"rank{r}.1.json").write_text(json.dumps({"calls": calls}))
+    # seq 0: rank 1 completed 3 ms after rank 0; seq 1 is p2p (no skew); seq 2: rank 2 never logged it
+    assert completion_skews(tmp_path, {0: "a", 1: "a"}) == {1: {("0", 0): pytest.approx(0.003)}}
+    assert completion_skews(tmp_path, {0: "a", 1: "b"}) == {}  # clocks of two hosts are not compared
+    assert completion_skews(tmp_path, {0: "a"}) == {}  # a rank of unknown host (or not gloo)
+
+
 def test_bad_steps_are_one_line() -> None:
     step = _step()
     no_mark = copy.deepcopy(step)

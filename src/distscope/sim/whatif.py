@@ -1,7 +1,8 @@
 """What-if questions on a trace set (Daydream, Zhu et al. 2020: edit the traced graph, re-simulate).
 
 Each option changes one thing and leaves the rest of the captured step as it ran:
-* compute scale F (on every rank, or on some): every COMP/MEM node takes F times its time;
+* compute scale F (on every rank, or on some): every COMP/MEM node takes F times its time, except a
+  captured trace's "(completion skew)" (host time, trace/from_capture.py);
 * delay: one rank starts its step that much later (a straggler), all its first nodes wait for it;
 * a level's bandwidth / latency scaled (applied where the network is built: profile or cluster);
 * a collective's algorithm forced (ring, tree, rhd, ... from comm/; measured profiles re-price
@@ -32,6 +33,7 @@ from distscope.compress.spec import (
     ratio_vs,
 )
 from distscope.errors import DistscopeError, closest
+from distscope.trace.from_capture import SKEW_NAME
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
 from distscope.trace.traceset import TraceSet
 
@@ -180,7 +182,7 @@ def apply_to_traces(traces: TraceSet, whatif: WhatIf) -> TraceSet:
         if whatif.compute_scale != 1.0 and (whatif.compute_ranks is None or rank in whatif.compute_ranks):
             nodes = [
                 dataclasses.replace(n, duration_s=n.duration_s * whatif.compute_scale)
-                if n.kind in (NodeKind.COMP, NodeKind.MEM_LOAD, NodeKind.MEM_STORE) else n
+                if n.kind in (NodeKind.COMP, NodeKind.MEM_LOAD, NodeKind.MEM_STORE) and n.name != SKEW_NAME else n
                 for n in nodes
             ]
         delay = whatif.delay_s.get(rank, 0.0)

@@ -50,8 +50,10 @@ def ranks_with_traces(out_dir: Path) -> list[int]:
     return sorted(out)
 
 
-def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True) -> CapturedRank:
-    """Link, build and write one rank's Chakra ET (and mlc-chakra's conversion when `convert`)."""
+def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
+                     skew_s: dict[tuple[str, int], float] | None = None) -> CapturedRank:
+    """Link, build and write one rank's Chakra ET (and mlc-chakra's conversion when `convert`);
+    `skew_s`: the rank's completion skew per collective (completion_skews)."""
     from distscope.trace.chakra_io import write_rank
 
     host_path, kineto_path = out_dir / f"host.{rank}.json", out_dir / f"kineto.{rank}.json"
@@ -59,7 +61,8 @@ def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True) -> Captu
                    host_where=repr(str(host_path)), kineto_where=repr(str(kineto_path)))
     linked_path = out_dir / f"linked.{rank}.json"
     write_text(linked_path, json.dumps(et_plus), "linked trace")
-    captured = build_rank(et_plus, rank, f"trace {str(linked_path)!r}", completion_s=completions(out_dir, rank))
+    captured = build_rank(et_plus, rank, f"trace {str(linked_path)!r}", completion_s=completions(out_dir, rank),
+                          skew_s=skew_s)
     write_rank(out_dir / f"{PREFIX}.{rank}.et", captured.graph, captured.groups, captured.labels)
     if convert:
         convert_with_chakra(linked_path, out_dir / CONVERTED / f"{PREFIX}.{rank}.et")
@@ -73,6 +76,35 @@ def completions(out_dir: Path, rank: int) -> dict[tuple[str, int], float]:
         for c in read_json(p, "log file").get("calls", []):
             if c.get("duration_s") is not None and c.get("rank") == rank:
                 out[(str(c["group"]), int(c["seq"]))] = float(c["duration_s"])
+    return out
+
+
+def completion_skews(out_dir: Path, hosts: dict[int, str]) -> dict[int, dict[tuple[str, int], float]]:
+    """Per rank, by (group, seq): seconds between a collective's first completion on any rank of its
+    group and its completion on this rank (comm log: start_s + duration_s, wall clock). A collective
+    completes on every member within one message of the last arrival, so the rest is the host's: a
+    rank descheduled while 4 ranks share 2 cores sees its completion tens of ms late. Only collectives
+    whose members all logged the call and all ran on one host (`hosts`, from the meta files; their
+    clocks agree); p2p is left out (a recv completes after its send by the transfer itself)."""
+    done: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    members: dict[tuple[str, int], tuple[int, ...]] = {}
+    for p in sorted((out_dir / "calls").glob("rank*.json")):
+        for c in read_json(p, "log file").get("calls", []):
+            if c.get("duration_s") is None or c.get("error") or c.get("op") in ("send", "recv"):
+                continue
+            key = (str(c["group"]), int(c["seq"]))
+            done[key][int(c["rank"])] = float(c["start_s"]) + float(c["duration_s"])
+            members[key] = tuple(int(r) for r in c.get("group_ranks") or ())
+    out: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)
+    for key, by_rank in done.items():
+        ranks = members[key]
+        if not ranks or set(by_rank) != set(ranks) or len({hosts.get(r) for r in ranks} - {None}) != 1 \
+                or any(r not in hosts for r in ranks):
+            continue
+        first = min(by_rank.values())
+        for r, t in by_rank.items():
+            if t > first:
+                out[r][key] = t - first
     return out
 
 
@@ -144,8 +176,11 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
     nodes = 0
     by_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     converted = convert
+    # gloo only: an NCCL collective's logged completion is when its CUDA work was seen done, not host time
+    hosts = {r: str(m["host"]) for r, m in metas.items() if m.get("host") and m.get("backend") == "gloo"}
+    skews = completion_skews(out_dir, hosts)
     for r in ranks:
-        cap = postprocess_rank(out_dir, r, convert=convert)
+        cap = postprocess_rank(out_dir, r, convert=convert, skew_s=skews.get(r, {}))
         nodes += len(cap.graph.nodes)
         for c in cap.calls:
             by_group[c.label or c.group][c.op.value] += c.bytes

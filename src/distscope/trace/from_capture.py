@@ -31,6 +31,11 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   measured duration is dropped). A gap of the training thread before an op that needs something still
   running when the gap began is a wait: it becomes that dependency, with no time of its own.
   Otherwise the gap is Python time.
+* Completion skew (torchrun captures, collectives whose ranks share one host). A collective completes
+  on every member within one message of the last arrival; a rank whose completion the comm log shows
+  later than the group's first was not running (4 ranks on 2 cores). That lateness becomes a
+  "(completion skew)" node after the COMM node, on a lane of its own, and what needs the collective
+  on this rank needs it. It is host time, kept by every what-if (--scale-compute leaves it alone).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
 """
@@ -52,6 +57,8 @@ from distscope.trace.link import node_attrs
 STEP_MARK = "distscope::step"
 COMM_MARK = "distscope::comm"
 WAIT_MARK = "distscope::wait"
+SKEW_NAME = "(completion skew)"  # host time between a collective's first completion in its group and this rank's
+SKEW_LANE = "host:skew"
 EXEC_PREFIXES = ("gloo:",)  # record functions of a backend's worker thread that execute a collective
 _COLL_OF = {
     CollectiveOp.ALL_REDUCE: CollKind.ALL_REDUCE,
@@ -190,10 +197,12 @@ def _issue_bytes(op_node: dict[str, Any], spec: CommOpSpec, group_size: int, whe
 
 
 def build_rank(
-    et_plus: dict[str, Any], rank: int, where: str, completion_s: dict[tuple[str, int], float] | None = None
+    et_plus: dict[str, Any], rank: int, where: str, completion_s: dict[tuple[str, int], float] | None = None,
+    skew_s: dict[tuple[str, int], float] | None = None,
 ) -> CapturedRank:
     """The step of one rank as a graph (see the module docstring). `completion_s`: issue-to-completion
-    seconds of each call by (group, seq), from the comm log."""
+    seconds of each call by (group, seq), from the comm log; `skew_s`: this rank's completion skew per
+    collective (capture_files.completion_skews)."""
     nodes = et_plus.get("nodes")
     if not isinstance(nodes, list):
         raise DistscopeError(f"{where}: not an ET+ trace (no 'nodes' list)")
@@ -309,7 +318,7 @@ def build_rank(
                 visit(int(n["id"]))
     finally:
         sys.setrecursionlimit(limit)
-    return _assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel)
+    return _assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel, skew_s or {})
 
 
 def _assemble(
@@ -321,6 +330,7 @@ def _assemble(
     main_lane: str,
     step_s: float,
     rel: Any,
+    skew_s: dict[tuple[str, int], float],
 ) -> CapturedRank:
     out: list[Node] = []
 
@@ -370,7 +380,10 @@ def _assemble(
             size = c["nbytes"] // len(ranks) if kind is CollKind.ALL_GATHER else c["nbytes"]
             nid = add(name=name, kind=NodeKind.COMM_COLL, data_deps=(issue_id,), comm_kind=kind,
                       comm_size_bytes=size, pg_name=c["group"], comm_dtype=c["dtype"])
-        graph_id[("comm", id(c))] = nid
+        skew = skew_s.get((c["group"], c["seq"]), 0.0)
+        # what waits for the collective on this rank waits for its late completion here too
+        graph_id[("comm", id(c))] = nid if skew <= 0 else add(
+            name=SKEW_NAME, kind=NodeKind.COMP, duration_s=skew, lane=SKEW_LANE, data_deps=(nid,))
         calls.append(CommCallTrace(node_id=nid, op=op, group=c["group"], group_ranks=ranks, label=c["label"],
                                    seq=c["seq"], bytes=c["nbytes"], dtype=c["dtype"]))
 

@@ -21,6 +21,7 @@ import atexit
 import itertools
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,12 @@ def _rank() -> int:
     import torch.distributed as dist
 
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
+def _backend() -> str:
+    import torch.distributed as dist
+
+    return str(dist.get_backend()) if dist.is_available() and dist.is_initialized() else ""
 
 
 def _world() -> int:
@@ -109,6 +116,8 @@ class _Recorder:
             "step_s": step_s,
             "torch": torch.__version__,
             "pid": os.getpid(),
+            "host": socket.gethostname(),  # comm-log clocks are compared only between ranks of one host
+            "backend": _backend(),
         }
         (self.out_dir / f"meta.{rank}.json").write_text(json.dumps(meta) + "\n")
         self.done = True
