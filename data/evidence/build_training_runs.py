@@ -21,7 +21,7 @@ OUT = Path(__file__).with_name("training_runs.csv")
 with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newline="") as _f:
     CONTRACT = next(csv.reader(_f))
 OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
-            "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor"]
+            "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -47,7 +47,7 @@ MIXTRAL_8X22B = dict(model="Mixtral 8x22B", arch="llama", params_B=141, layers=5
                      kv_heads=8, ffn_hidden=16384, ffn_act="swiglu", vocab=32000)
 MIXTRAL_MOE = dict(experts=8, top_k=2, moe_ffn_hidden=16384, shared_experts=0, moe_dense_layers=0, etp=1)
 # Megatron-MoE-ModelZoo model_configs/benchmarking/Qwen3-235B-A22B.yaml (kv-channels 128 != 4096/64)
-QWEN3_235B = dict(model="Qwen3-235B-A22B", arch="llama", params_B=235, layers=94, hidden=4096, heads=64,
+QWEN3_235B = dict(model="Qwen3-235B-A22B", arch="llama", params_B=235, layers=94, hidden=4096, heads=64, head_dim=128,
                   kv_heads=4, ffn_hidden=12288, ffn_act="swiglu", vocab=151936)
 QWEN3_MOE = dict(experts=128, top_k=8, moe_ffn_hidden=1536, shared_experts=0, moe_dense_layers=0, etp=1)
 # torchtitan Llama 4 17bx16e (dim 5120, 40 heads, 8 KV heads, every layer MoE, 16 experts top-1 + 1 shared,
@@ -318,8 +318,7 @@ for rid, tflops, prec, overlap, cf, extra in (
 
 QWEN = dict(seq_len=4096, global_batch=2048, sequence_parallel=1, precision="bf16", num_gpus=256, **DGX_H100,
             framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025", **QWEN3_MOE)
-QWEN_NOTE = ("INEXACT-SHAPE head_dim=128: Qwen3 uses kv-channels 128 while hidden/heads = 64, which the CSV contract "
-             "cannot express (q/o projections and attention are 2x the CSV's); 256 H100, InfiniBand 8x50 GB/s per node; "
+QWEN_NOTE = ("head_dim=128: Qwen3 uses kv-channels 128 while hidden/heads = 64; 256 H100, InfiniBand 8x50 GB/s per node; "
              "layers split with --account-for-embedding/loss-in-pipeline-split; recompute 'norm, act' = selective "
              "layernorm + moe_act modules")
 for rid, layout, t, extra in (

@@ -28,7 +28,7 @@ def cv():  # type: ignore[no-untyped-def]
 def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     s = summary(cv.results, cv=True)
     assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
-    # measured 12.0% (in-sample with every row fitted: 10.8%); the 10% CI bound is not met
+    # measured 12.1% (in-sample with every row fitted: 10.9%); the 10% CI bound is not met
     assert s["cv_mape_pct"] <= 14.0
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
@@ -46,7 +46,7 @@ def test_shipped_calibration_in_sample() -> None:
     published = summary(validate_file(PUBLISHED))
     assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.7%
     evidence = summary(validate_file(EVIDENCE))
-    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 18.0  # measured 15.5%
+    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 18.0  # measured 15.7%
 
 
 def test_pytorch_stack_is_fitted_only_from_pytorch_native_rows(cv) -> None:  # type: ignore[no-untyped-def]

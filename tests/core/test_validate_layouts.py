@@ -18,7 +18,8 @@ FIELDS = ["run_id", "source", "model", "arch", "params_B", "layers", "hidden", "
           "sequence_parallel", "zero_stage", "distributed_optimizer", "overlap", "recompute", "precision", "gpu",
           "num_gpus", "gpus_per_node", "intra_node_GBps", "inter_node_GBps_per_gpu", "framework",
           "measured_step_time_s", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "schedule",
-          "experts", "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor"]
+          "experts", "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor",
+          "head_dim"]
 
 # a Llama-3-405B-style layout: 126 layers, tp8 pp16, FSDP over DP without reshard, vp unknown
 L405 = dict(run_id="L405-STYLE", source="test", model="llama-405b-shape", arch="llama", params_B="405", layers="126",
@@ -94,3 +95,13 @@ def test_catalog_arch_takes_the_built_in_model(tmp_path) -> None:
     bad = dict(row, hidden="4096")
     (r,) = validate_file(_csv(tmp_path, bad))
     assert "does not match catalog model deepseek-v3" in r.error
+
+
+def test_head_dim_column_widens_attention(tmp_path) -> None:
+    """Qwen3-style head_dim 128 at hidden/heads 64: the q/o projections and the attention core double,
+    so the step is slower than with the implied head_dim; a bad cell is one line naming the column."""
+    base = dict(MIXTRAL, run_id="HD64", heads="64", ep="1", experts="", top_k="", etp="", capacity_factor="", schedule="")
+    wide, implied = validate_file(_csv(tmp_path, dict(base, run_id="HD128", head_dim="128"), base))
+    assert wide.error == implied.error == "" and wide.predicted_step_time_s > implied.predicted_step_time_s  # type: ignore[operator]
+    (bad,) = validate_file(_csv(tmp_path, dict(base, head_dim="wide")))
+    assert "head_dim" in bad.error and "\n" not in bad.error

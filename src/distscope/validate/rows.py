@@ -15,7 +15,8 @@ Optional layout columns (blank = default): `vp` may be `auto` (the harness tries
 `first_stage_layers` / `last_stage_layers` (Megatron's --decoder-first/last-pipeline-num-layers;
 without them a split that does not divide uses Megatron's embedding/loss accounting);
 `reshard_after_forward` 0/1 (ZeRO-3/FSDP; 0 keeps parameters gathered across micro-batches);
-`schedule` (plan.Schedule). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
+`schedule` (plan.Schedule); `head_dim` where it is not hidden/heads (Qwen3: kv-channels 128 at
+hidden/heads 64). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
 `shared_experts`, `moe_dense_layers` (leading dense layers), `etp`, `capacity_factor` (blank =
 dropless). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
 the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
@@ -150,7 +151,7 @@ def _spec(c: _Cells) -> ModelSpec:
         return ModelSpec(
             name=c.row.get("model") or c.rid, layers=c.int("layers"), hidden=c.int("hidden"), heads=c.int("heads"),
             kv_heads=c.int("kv_heads"), ffn_hidden=c.int("ffn_hidden"), vocab=c.int("vocab"), ffn=ffn,
-            max_positions=seq, moe=_moe(c), **styles[arch],  # type: ignore[arg-type]
+            max_positions=seq, moe=_moe(c), head_dim=c.opt_int("head_dim") or 0, **styles[arch],  # type: ignore[arg-type]
         )
     except DistscopeError as exc:
         raise DistscopeError(f"run_id={c.rid}: {exc}") from None
