@@ -102,6 +102,9 @@ def test_step_time_within_15_percent(layout: str, captured, profile: Path) -> No
     print(f"{layout}: predicted {predicted * 1e3:.1f} ms, measured {measured * 1e3:.1f} ms "
           f"({(predicted - measured) / measured:+.1%})")
     assert abs(predicted - measured) <= STEP_TOLERANCE * measured, (layout, predicted, measured)
+    # the host time replayed from the comm logs is reported per rank, and never exceeds the step
+    skew = res["completion_skew_s_by_rank"]
+    assert sorted(skew) == ["0", "1", "2", "3"] and all(0 <= v < measured for v in skew.values())
     # the network model carries the communication: removing it never lengthens the step (DDP can hide
     # all of it behind backward), and a 100x slower network lengthens it
     assert _simulate(out, profile, "--no-comm", "all")["step_time_s"] <= predicted

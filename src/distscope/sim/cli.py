@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from distscope.sim.program import Device
     from distscope.sim.result import SimResult
     from distscope.system.topology import Cluster
+    from distscope.trace.traceset import TraceSet
 
 MODES = ("unaware", "shared")
 STREAMS = ("per-group", "single")
@@ -201,11 +202,13 @@ def simulate(
             "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": result.step_time_s}}, report)
     measured = _measured_step(target)
+    skew = _skew_by_rank(traces) if measured is not None else {}
     if as_json:
         out = result.to_json()
         out["comm_bytes"] = comm_bytes_by_group(traces)
         if measured is not None:
             out["measured_step_s"] = measured
+            out["completion_skew_s_by_rank"] = skew
         sys.stdout.write(json.dumps(out) + "\n")
         return
     _print_table(result)
@@ -214,6 +217,16 @@ def simulate(
 
         err = (result.step_time_s - measured) / measured * 100
         Console().print(f"measured step (capture): {measured * 1e3:.3f} ms; predicted {err:+.1f}%")
+        if any(skew.values()):
+            worst = max(skew, key=lambda r: skew[r])
+            Console().print(f"host completion skew replayed from the comm logs: {skew[worst] * 1e3:.1f} ms (rank {worst})")
+
+
+def _skew_by_rank(traces: TraceSet) -> dict[int, float]:
+    """Seconds of '(completion skew)' nodes (trace/from_capture.py) per rank of a captured trace set."""
+    from distscope.trace.from_capture import SKEW_NAME
+
+    return {r: sum(n.duration_s for n in g.nodes if n.name == SKEW_NAME) for r, g in traces.graphs.items()}
 
 
 def _measured_step(target: str) -> float | None:
