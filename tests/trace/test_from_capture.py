@@ -115,30 +115,36 @@ def test_simulated_step_replays_compute_and_prices_communication() -> None:
     assert res.step_time_s == pytest.approx(compute + 1e-3 + (2e-3 - 100e-6))
 
 
-def test_completion_skew_delays_what_waits_on_this_rank() -> None:
-    """A rank whose comm log shows the all-reduce completing 2 ms after the group's first completion
-    waits 2 ms more: a "(completion skew)" node after the COMM node, on its own lane, which the
-    implicit wait depends on; compute scaling leaves it alone."""
+def test_a_wait_ending_after_the_first_completion_is_completion_skew() -> None:
+    """The all-reduce was done on the first rank of its group at 4000 us (comm logs, wall clock = Kineto
+    clock + 100 s here); the training thread, waiting since 1300, resumed only at 5000: 1 ms of it was
+    the host's, a "(completion skew)" node after the wait. The all-gather's explicit wait ended when it
+    was first done: no skew. Compute scaling leaves the skew alone."""
     from distscope.sim.whatif import WhatIf, apply_to_traces
     from distscope.trace.from_capture import SKEW_NAME
 
     done = {("0", 3): 0.0035, ("1", 0): 0.0016}
+    first = {("0", 3): (100 + 1150e-6, 100 + 4000e-6), ("1", 0): (100 + 7020e-6, 100 + 8700e-6)}
     plain = build_rank(_step(), 0, "t", completion_s=done)
-    late = build_rank(_step(), 0, "t", completion_s=done, skew_s={("0", 3): 0.002})
-    skew = next(n for n in late.graph.nodes if n.name == SKEW_NAME)
-    ar = next(n for n in late.graph.nodes if n.kind is NodeKind.COMM_COLL and n.pg_name == "0")
-    assert skew.duration_s == pytest.approx(0.002) and skew.data_deps == (ar.id,) and skew.lane == "host:skew"
-    assert skew.id in next(n for n in late.graph.nodes if n.name == "(wait)").data_deps
-    assert [late.graph.nodes[c.node_id].name for c in late.calls] == [plain.graph.nodes[c.node_id].name for c in plain.calls]
+    late = build_rank(_step(), 0, "t", completion_s=done, first_done=first)
+    nodes = late.graph.nodes
+    (skew,) = [n for n in nodes if n.name == SKEW_NAME]
+    wait = nodes[skew.data_deps[0]]
+    ar = next(n for n in nodes if n.kind is NodeKind.COMM_COLL and n.pg_name == "0")
+    assert skew.duration_s == pytest.approx(1e-3) and skew.lane == "tid:1" and wait.name == "(wait)"
+    assert ar.id in wait.data_deps
+    assert plain.wait_s - late.wait_s == pytest.approx(1e-3)
+    total = sum(n.duration_s for n in nodes if n.kind is NodeKind.COMP)
+    assert total + late.wait_s == pytest.approx(late.step_s)
     traces = TraceSet(graphs={0: late.graph, 1: plain.graph}, process_groups=late.groups, group_labels=late.labels)
     scaled = apply_to_traces(traces, WhatIf(compute_scale=0.5)).graphs[0]
-    assert next(n for n in scaled.nodes if n.name == SKEW_NAME).duration_s == pytest.approx(0.002)
+    assert next(n for n in scaled.nodes if n.name == SKEW_NAME).duration_s == pytest.approx(1e-3)
 
 
-def test_completion_skews_from_the_comm_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_first_completions_from_the_comm_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from distscope.trace.capture_files import completion_skews
+    from distscope.trace.capture_files import first_completions
 
     def call(rank: int, seq: int, start: float, dur: float, op: str = "all_reduce", ranks=(0, 1)):  # type: ignore[no-untyped-def]
         return {"rank": rank, "op": op, "bytes": 8, "dtype": "float32", "group": "0", "group_ranks": list(ranks),
@@ -149,10 +155,44 @@ def test_completion_skews_from_the_comm_logs(tmp_path) -> None:  # type: ignore[
             1: [call(1, 0, 10.0, 0.004), call(1, 1, 11.0, 0.005, "recv"), call(1, 2, 12.0, 0.003, ranks=(0, 1, 2))]}
     for r, calls in logs.items():
         (tmp_path / "calls" / f"rank{r}.1.json").write_text(json.dumps({"calls": calls}))
-    # seq 0: rank 1 completed 3 ms after rank 0; seq 1 is p2p (no skew); seq 2: rank 2 never logged it
-    assert completion_skews(tmp_path, {0: "a", 1: "a"}) == {1: {("0", 0): pytest.approx(0.003)}}
-    assert completion_skews(tmp_path, {0: "a", 1: "b"}) == {}  # clocks of two hosts are not compared
-    assert completion_skews(tmp_path, {0: "a"}) == {}  # a rank of unknown host (or not gloo)
+    # seq 0: first done on rank 0 at 10.001; seq 1 is p2p (left out); seq 2: rank 2 never logged it
+    got = first_completions(tmp_path, {0: "a", 1: "a"})
+    assert got == {0: {("0", 0): (10.0, pytest.approx(10.001))}, 1: {("0", 0): (10.0, pytest.approx(10.001))}}
+    assert first_completions(tmp_path, {0: "a", 1: "b"}) == {}  # clocks of two hosts are not compared
+    assert first_completions(tmp_path, {0: "a"}) == {}  # a rank of unknown host (or not gloo)
+
+
+def test_simulate_starts_a_captures_ranks_at_their_measured_offsets(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Ranks of one host that began their step apart (capture.json start offsets) start that much later
+    in the simulation, and the measured step runs from the first start to the last end."""
+    import json
+
+    from distscope.cli import main
+    from distscope.measure.ops import CollectiveOp
+    from distscope.measure.profile import OpFit, SystemProfile, save_profile
+    from distscope.trace.capture_files import CaptureSummary
+    from distscope.trace.chakra_io import write_rank
+
+    caps = [build_rank(_step(), r, "t", completion_s={("0", 3): 0.0035, ("1", 0): 0.0016}) for r in (0, 1)]
+    for r, c in enumerate(caps):
+        write_rank(tmp_path / f"step.{r}.et", c.graph, c.groups, c.labels)
+    fit = dict(max_rel_err=0.0, n_points=2, min_bytes=1, max_bytes=2, nranks=2, dtype="float32")
+    save_profile(SystemProfile(name="p", levels={"default": {
+        CollectiveOp.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        CollectiveOp.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+    }}), tmp_path / "profile.json")
+
+    def simulate(offsets: dict[int, float]) -> dict:  # type: ignore[type-arg]
+        summary = CaptureSummary(world_size=2, step=None, torch="", step_s_by_rank={0: 0.01, 1: 0.01},
+                                 start_offset_s_by_rank=offsets, nodes=0, comm_bytes_by_group={}, converted=False)
+        (tmp_path / "capture.json").write_text(json.dumps(summary.to_json()))
+        main(["simulate", str(tmp_path), "--profile", str(tmp_path / "profile.json"), "--json"])
+        return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+    together, apart = simulate({}), simulate({0: 0.0, 1: 0.004})
+    assert together["measured_step_s"] == pytest.approx(0.01) and apart["measured_step_s"] == pytest.approx(0.014)
+    # rank 1 starts 4 ms late: everything that waits for it (both collectives, then rank 0) moves with it
+    assert apart["step_time_s"] == pytest.approx(together["step_time_s"] + 0.004, rel=0.05)
 
 
 def test_bad_steps_are_one_line() -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -176,7 +176,13 @@ def simulate(
     if whatif.changes_network:
         whatif = dataclasses.replace(whatif, codec_GBps=codec)
         model = W.WhatIfNetwork(model, whatif, traces)
-    traces = W.apply_to_traces(traces, whatif)
+    capture = _capture_summary(target)
+    starts = {int(r): float(v) for r, v in (capture or {}).get("start_offset_s_by_rank", {}).items() if float(v) > 0}
+    if starts:  # a capture's ranks started apart (one host's clock): each starts that much later here too
+        delays = {r: starts.get(r, 0.0) + whatif.delay_s.get(r, 0.0) for r in {*starts, *whatif.delay_s}}
+        traces = W.apply_to_traces(traces, dataclasses.replace(whatif, delay_s=delays))
+    else:
+        traces = W.apply_to_traces(traces, whatif)
     with progress(None, f"matching collectives of {traces.num_ranks:,} ranks") as bar:
         def simulated(done: int, total: int) -> None:  # called every 32k events once the simulation runs
             bar.describe("simulating (nodes done)")
@@ -201,7 +207,7 @@ def simulate(
         write_report({**result.to_json(), "kind": "simulate", "step_view": {
             "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": result.step_time_s}}, report)
-    measured = _measured_step(target)
+    measured = float(capture["step_s"]) if capture is not None else None
     skew = _skew_by_rank(traces) if measured is not None else {}
     if as_json:
         out = result.to_json()
@@ -229,14 +235,14 @@ def _skew_by_rank(traces: TraceSet) -> dict[int, float]:
     return {r: sum(n.duration_s for n in g.nodes if n.name == SKEW_NAME) for r, g in traces.graphs.items()}
 
 
-def _measured_step(target: str) -> float | None:
-    """The measured step of a capture folder (capture.json), if the target is one."""
+def _capture_summary(target: str) -> dict[str, Any] | None:
+    """The summary (capture.json) of a capture folder, if the target is one."""
     from distscope.trace.capture_files import SUMMARY, load_summary
 
     path = Path(target)
     if not (path.is_dir() and (path / SUMMARY).is_file()):
         return None
-    return float(load_summary(path)["step_s"])
+    return load_summary(path)
 
 
 def _network(

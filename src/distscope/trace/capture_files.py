@@ -51,9 +51,9 @@ def ranks_with_traces(out_dir: Path) -> list[int]:
 
 
 def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
-                     skew_s: dict[tuple[str, int], float] | None = None) -> CapturedRank:
+                     first_done: dict[tuple[str, int], tuple[float, float]] | None = None) -> CapturedRank:
     """Link, build and write one rank's Chakra ET (and mlc-chakra's conversion when `convert`);
-    `skew_s`: the rank's completion skew per collective (completion_skews)."""
+    `first_done`: the rank's collectives' wall-clock issue and group-first completion (first_completions)."""
     from distscope.trace.chakra_io import write_rank
 
     host_path, kineto_path = out_dir / f"host.{rank}.json", out_dir / f"kineto.{rank}.json"
@@ -62,7 +62,7 @@ def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
     linked_path = out_dir / f"linked.{rank}.json"
     write_text(linked_path, json.dumps(et_plus), "linked trace")
     captured = build_rank(et_plus, rank, f"trace {str(linked_path)!r}", completion_s=completions(out_dir, rank),
-                          skew_s=skew_s)
+                          first_done=first_done)
     write_rank(out_dir / f"{PREFIX}.{rank}.et", captured.graph, captured.groups, captured.labels)
     if convert:
         convert_with_chakra(linked_path, out_dir / CONVERTED / f"{PREFIX}.{rank}.et")
@@ -79,32 +79,31 @@ def completions(out_dir: Path, rank: int) -> dict[tuple[str, int], float]:
     return out
 
 
-def completion_skews(out_dir: Path, hosts: dict[int, str]) -> dict[int, dict[tuple[str, int], float]]:
-    """Per rank, by (group, seq): seconds between a collective's first completion on any rank of its
-    group and its completion on this rank (comm log: start_s + duration_s, wall clock). A collective
-    completes on every member within one message of the last arrival, so the rest is the host's: a
-    rank descheduled while 4 ranks share 2 cores sees its completion tens of ms late. Only collectives
-    whose members all logged the call and all ran on one host (`hosts`, from the meta files; their
-    clocks agree); p2p is left out (a recv completes after its send by the transfer itself)."""
-    done: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+def first_completions(out_dir: Path, hosts: dict[int, str]) -> dict[int, dict[tuple[str, int], tuple[float, float]]]:
+    """Per rank, by (group, seq): (this rank's issue, the collective's first completion on any rank of
+    its group), wall-clock seconds from the comm logs (start_s, start_s + duration_s). A collective
+    completes on every member within one message of the last arrival, so its first completion is when
+    it was done everywhere. Only collectives whose members all logged the call and all ran on one host
+    (`hosts`, from the meta files: their clocks agree); p2p is left out (a recv completes after its send
+    by the transfer itself)."""
+    done: dict[tuple[str, int], dict[int, tuple[float, float]]] = defaultdict(dict)
     members: dict[tuple[str, int], tuple[int, ...]] = {}
     for p in sorted((out_dir / "calls").glob("rank*.json")):
         for c in read_json(p, "log file").get("calls", []):
             if c.get("duration_s") is None or c.get("error") or c.get("op") in ("send", "recv"):
                 continue
             key = (str(c["group"]), int(c["seq"]))
-            done[key][int(c["rank"])] = float(c["start_s"]) + float(c["duration_s"])
+            done[key][int(c["rank"])] = (float(c["start_s"]), float(c["start_s"]) + float(c["duration_s"]))
             members[key] = tuple(int(r) for r in c.get("group_ranks") or ())
-    out: dict[int, dict[tuple[str, int], float]] = defaultdict(dict)
+    out: dict[int, dict[tuple[str, int], tuple[float, float]]] = defaultdict(dict)
     for key, by_rank in done.items():
         ranks = members[key]
-        if not ranks or set(by_rank) != set(ranks) or len({hosts.get(r) for r in ranks} - {None}) != 1 \
-                or any(r not in hosts for r in ranks):
+        if not ranks or set(by_rank) != set(ranks) or any(r not in hosts for r in ranks) \
+                or len({hosts[r] for r in ranks}) != 1:
             continue
-        first = min(by_rank.values())
-        for r, t in by_rank.items():
-            if t > first:
-                out[r][key] = t - first
+        first = min(t for _, t in by_rank.values())
+        for r, (issued, _) in by_rank.items():
+            out[r][key] = (issued, first)
     return out
 
 
@@ -134,15 +133,20 @@ class CaptureSummary:
     step: int | None
     torch: str
     step_s_by_rank: dict[int, float]
+    # when each rank's step began after the first rank's (ranks of one host: one Kineto clock), else empty
+    start_offset_s_by_rank: dict[int, float]
     nodes: int
     comm_bytes_by_group: dict[str, dict[str, int]]  # group -> {op: bytes per rank, summed over ranks}
     converted: bool
 
     @property
     def step_s(self) -> float:
-        """The measured step: every rank starts it together (recorder.py meets them in the c10d store
-        first), and it lasts until the last rank's optimizer.step() returns, as the simulated step does."""
-        return max(self.step_s_by_rank.values())
+        """The measured step: from the first rank's start to the last rank's end (optimizer.step()
+        returned), as the simulated step runs. recorder.py meets the ranks in the c10d store first, yet
+        on a loaded host they still start tens of ms apart; where their clocks cannot be compared
+        (several hosts), the longest rank's own step."""
+        off = self.start_offset_s_by_rank
+        return max(off.get(r, 0.0) + s for r, s in self.step_s_by_rank.items())
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -174,14 +178,16 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
             f"(files host.{missing[0]}.json/kineto.{missing[0]}.json/meta.{missing[0]}.json); did it reach the step?"
         )
     nodes = 0
+    starts: dict[int, float] = {}
     by_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     converted = convert
     # gloo only: an NCCL collective's logged completion is when its CUDA work was seen done, not host time
     hosts = {r: str(m["host"]) for r, m in metas.items() if m.get("host") and m.get("backend") == "gloo"}
-    skews = completion_skews(out_dir, hosts)
+    first = first_completions(out_dir, hosts)
     for r in ranks:
-        cap = postprocess_rank(out_dir, r, convert=convert, skew_s=skews.get(r, {}))
+        cap = postprocess_rank(out_dir, r, convert=convert, first_done=first.get(r, {}))
         nodes += len(cap.graph.nodes)
+        starts[r] = cap.start_us
         for c in cap.calls:
             by_group[c.label or c.group][c.op.value] += c.bytes
         if progress is not None:
@@ -194,6 +200,9 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
         step=metas[ranks[0]].get("step"),
         torch=str(metas[ranks[0]].get("torch", "")),
         step_s_by_rank={r: float(m["step_s"]) for r, m in metas.items()},
+        start_offset_s_by_rank=({r: (t - min(starts.values())) * 1e-6 for r, t in starts.items()}
+                                if len({m.get("host") for m in metas.values()}) == 1 and None not in
+                                {m.get("host") for m in metas.values()} else {}),
         nodes=nodes,
         comm_bytes_by_group={g: dict(v) for g, v in sorted(by_group.items())},
         converted=converted,

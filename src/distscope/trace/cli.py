@@ -219,8 +219,10 @@ def capture_cmd(
         sys.stdout.write(json.dumps(summary.to_json()) + "\n")
         return
     typer.echo(f"captured step {summary.step} of {summary.world_size} ranks into {out}/{'step'}.<rank>.et")
-    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (the last rank to finish; "
-               + ", ".join(f"r{r} {s * 1e3:.1f}" for r, s in sorted(summary.step_s_by_rank.items())) + ")")
+    off = summary.start_offset_s_by_rank
+    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (first rank's start to last rank's end; per rank "
+               + ", ".join(f"r{r} {s * 1e3:.1f}" + (f" from +{off[r] * 1e3:.1f}" if off.get(r) else "")
+                           for r, s in sorted(summary.step_s_by_rank.items())) + ")")
     for group, ops in summary.comm_bytes_by_group.items():
         typer.echo(f"  {group}: " + ", ".join(f"{op} {b:,} B" for op, b in sorted(ops.items())) + " (all ranks)")
     if summary.converted:

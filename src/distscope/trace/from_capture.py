@@ -32,10 +32,12 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   running when the gap began is a wait: it becomes that dependency, with no time of its own.
   Otherwise the gap is Python time.
 * Completion skew (torchrun captures, collectives whose ranks share one host). A collective completes
-  on every member within one message of the last arrival; a rank whose completion the comm log shows
-  later than the group's first was not running (4 ranks on 2 cores). That lateness becomes a
-  "(completion skew)" node after the COMM node, on a lane of its own, and what needs the collective
-  on this rank needs it. It is host time, kept by every what-if (--scale-compute leaves it alone).
+  on every member within one message of the last arrival: its first completion on any rank of the
+  group (comm logs, wall clock; mapped onto this rank's Kineto clock by the median offset between its
+  annotations and its logged issue times) is when it was done. A wait of the training thread that ends
+  later than that was the host's, not the network's: the thread was not running (4 ranks on 2 cores).
+  That lateness becomes a "(completion skew)" node after the "(wait)", on the training thread. It is
+  host time, kept by every what-if (--scale-compute leaves it alone).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
 """
@@ -45,6 +47,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -57,8 +60,7 @@ from distscope.trace.link import node_attrs
 STEP_MARK = "distscope::step"
 COMM_MARK = "distscope::comm"
 WAIT_MARK = "distscope::wait"
-SKEW_NAME = "(completion skew)"  # host time between a collective's first completion in its group and this rank's
-SKEW_LANE = "host:skew"
+SKEW_NAME = "(completion skew)"  # a wait that ended after the collective's first completion in its group
 EXEC_PREFIXES = ("gloo:",)  # record functions of a backend's worker thread that execute a collective
 _COLL_OF = {
     CollectiveOp.ALL_REDUCE: CollKind.ALL_REDUCE,
@@ -102,6 +104,7 @@ class CapturedRank:
     groups: dict[str, tuple[int, ...]]
     labels: dict[str, str]
     step_s: float  # the step's measured length on this rank (its distscope::step record function)
+    start_us: float = 0.0  # when it began on the Kineto clock (one clock for the ranks of one host)
     calls: tuple[CommCallTrace, ...]
     implicit_waits: int  # waits found from data dependencies (no Python wait call)
     wait_s: float  # time the training thread spent waiting (explicit and implicit), replaced by dependencies
@@ -198,11 +201,11 @@ def _issue_bytes(op_node: dict[str, Any], spec: CommOpSpec, group_size: int, whe
 
 def build_rank(
     et_plus: dict[str, Any], rank: int, where: str, completion_s: dict[tuple[str, int], float] | None = None,
-    skew_s: dict[tuple[str, int], float] | None = None,
+    first_done: dict[tuple[str, int], tuple[float, float]] | None = None,
 ) -> CapturedRank:
     """The step of one rank as a graph (see the module docstring). `completion_s`: issue-to-completion
-    seconds of each call by (group, seq), from the comm log; `skew_s`: this rank's completion skew per
-    collective (capture_files.completion_skews)."""
+    seconds of each call by (group, seq), from the comm log; `first_done`: wall-clock (issue on this rank,
+    first completion in the group) of its collectives (capture_files.first_completions)."""
     nodes = et_plus.get("nodes")
     if not isinstance(nodes, list):
         raise DistscopeError(f"{where}: not an ET+ trace (no 'nodes' list)")
@@ -276,6 +279,7 @@ def build_rank(
         comms.append(dict(mark=mark, op_node=op_node, spec=spec, ranks=ranks, seq=seq, group=group,
                           label=kv.get("dim", ""), nbytes=nbytes, dtype=dtype, args=args, span=span, end_us=end_us))
     waits = {int(n["id"]): _marks(n["name"]) for n in nodes if str(n.get("name", "")).startswith(WAIT_MARK + " ")}
+    _first_done_on_this_clock(comms, first_done or {})
 
     # Leaf ops inside the step window, per lane (callees of opaque ops are skipped).
     def lane_of(n: dict[str, Any]) -> str:
@@ -318,7 +322,8 @@ def build_rank(
                 visit(int(n["id"]))
     finally:
         sys.setrecursionlimit(limit)
-    return _assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel, skew_s or {})
+    return dataclasses.replace(_assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel),
+                               start_us=w0)
 
 
 def _assemble(
@@ -330,7 +335,6 @@ def _assemble(
     main_lane: str,
     step_s: float,
     rel: Any,
-    skew_s: dict[tuple[str, int], float],
 ) -> CapturedRank:
     out: list[Node] = []
 
@@ -380,10 +384,7 @@ def _assemble(
             size = c["nbytes"] // len(ranks) if kind is CollKind.ALL_GATHER else c["nbytes"]
             nid = add(name=name, kind=NodeKind.COMM_COLL, data_deps=(issue_id,), comm_kind=kind,
                       comm_size_bytes=size, pg_name=c["group"], comm_dtype=c["dtype"])
-        skew = skew_s.get((c["group"], c["seq"]), 0.0)
-        # what waits for the collective on this rank waits for its late completion here too
-        graph_id[("comm", id(c))] = nid if skew <= 0 else add(
-            name=SKEW_NAME, kind=NodeKind.COMP, duration_s=skew, lane=SKEW_LANE, data_deps=(nid,))
+        graph_id[("comm", id(c))] = nid
         calls.append(CommCallTrace(node_id=nid, op=op, group=c["group"], group_ranks=ranks, label=c["label"],
                                    seq=c["seq"], bytes=c["nbytes"], dtype=c["dtype"]))
 
@@ -402,18 +403,32 @@ def _assemble(
     main = by_lane.get(main_lane, [])
     t = 0.0
     carry: list[Any] = []  # explicit waits: dependencies of the next node
+    comm_of_key = {("comm", id(c)): c for c in comms}
+
+    def waited(keys: list[Any], began: float, resumed: float) -> None:
+        """A wait from `began` to `resumed` on `keys`: a dependency, and the part of it after the
+        collectives' first completion in their groups as completion skew (module docstring)."""
+        nonlocal wait_s
+        carry.extend(keys)
+        done = [rel(comm_of_key[k]["first_done_us"]) for k in keys
+                if k in comm_of_key and comm_of_key[k].get("first_done_us") is not None]
+        late = min(resumed - began, resumed - max(done)) if done else 0.0
+        wait_s += resumed - began - max(late, 0.0)
+        if late > 0:
+            chain("(wait)", 0.0, main_lane, _take(carry))
+            chain(SKEW_NAME, late, main_lane, [])
 
     stream: list[_Ev | None] = [*main, None]
     for item in stream:
         start = step_s if item is None else item.start
         needs = [] if item is None else cross.get(item.nid, [])
         if start > t:
-            waited = [k for k in needs if ends.get(k, start) > t]
-            if waited:
+            pending_keys = [k for k in needs if ends.get(k, start) > t]
+            if pending_keys:
                 implicit += 1
-                wait_s += start - t
-                carry += waited
-                chain("(wait)", 0.0, main_lane, _take(carry))
+                waited(pending_keys, t, start)
+                if carry:
+                    chain("(wait)", 0.0, main_lane, _take(carry))
             else:
                 chain("(python)", start - t, main_lane, _take(carry))
         if item is None:
@@ -421,9 +436,7 @@ def _assemble(
         if item.nid in waits:
             kv = waits[item.nid]
             c = comm_by_key.get((kv.get("pg", ""), int(kv.get("seq", "-1"))))
-            if c is not None:
-                carry.append(("comm", id(c)))
-            wait_s += item.end - max(item.start, t)
+            waited([("comm", id(c))] if c is not None else [], max(item.start, t), item.end)
             t = max(t, item.end)
             continue
         nid = chain(item.name, item.end - max(item.start, t), main_lane, _take(carry) + needs)
@@ -507,6 +520,17 @@ def _cross_lane_deps(leaves: list[_Ev], comm_of_op: dict[int, dict[str, Any]]) -
         for s in ev.writes:
             writer[s] = ev
     return out
+
+
+def _first_done_on_this_clock(comms: list[dict[str, Any]], first_done: dict[tuple[str, int], tuple[float, float]]) -> None:
+    """Sets c["first_done_us"]: the collective's first completion in its group (wall clock) on this
+    rank's Kineto clock, offset by the median of (logged issue - annotation start) over its calls."""
+    known = [(c, first_done[(c["group"], c["seq"])]) for c in comms if (c["group"], c["seq"]) in first_done]
+    if not known:
+        return
+    offset = statistics.median(issued * 1e6 - float(c["mark"]["ts"]) for c, (issued, _) in known)
+    for c, (_, done) in known:
+        c["first_done_us"] = done * 1e6 - offset
 
 
 def _take(items: list[Any]) -> list[Any]:
