@@ -92,6 +92,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "`python benchmarks/simulate_speed.py`"),
     ("logged bytes vs `estimate --comm-volume`, DDP/FSDP/TP×DP/PP×DP on 4 gloo ranks",
      "equal, byte for byte (a test)", "`pytest tests/measure/test_layouts.py`"),
+    ("captured real jobs (`trace capture`) vs `simulate`: the example GPT on 4 gloo ranks, DDP / FSDP / TP×DP / "
+     "PP×DP, each captured several times, this machine's α-β profile",
+     "mean abs error {capture_fidelity:mean_abs_error_pct:.1f}% over {capture_fidelity:captures} captures "
+     "({capture_fidelity:min_error_pct:+.1f}% to {capture_fidelity:max_error_pct:+.1f}%); "
+     "{capture_fidelity:within_target} within 15% (target: every one; 4 ranks share 2 cores)",
+     "`python benchmarks/capture_fidelity.py`"),
     ("comm logger overhead on unmodified torchrun jobs (4 gloo ranks)",
      "DDP step time ×{measure_logger_overhead:ddp_gpt_step.ratio:.2f}, all-reduce loop "
      "×{measure_logger_overhead:allreduce_loop.ratio:.2f} ({measure_logger_overhead:allreduce_loop.overhead_us_per_call:.0f} "

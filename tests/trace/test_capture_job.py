@@ -35,8 +35,8 @@ TOLERANCE = 0.15  # the straggler what-if (a 1 s change: large against the noise
 # (6 per layout), simulated as the job ran them: -62% to +5%, mean -19.6% (12 of them) when every rank
 # started together and waits ended at the network's completion; with each rank's measured start offset
 # and the host's lateness in ending its waits replayed (trace/from_capture.py), -27.6% to +19.3%, mean
-# +1.8%, mean |error| 9.2%, 18 of 24 within 15%. The outliers are host noise, so CI asserts 50% (a
-# regression bound) and the note on issue 10 reports the spread.
+# +1.8%, mean |error| 9.2%, 18 of 24 within 15% (benchmarks/capture_fidelity.py reruns this; its latest
+# figure is in the README). The outliers are host noise, so CI asserts 50% (a regression bound).
 STEP_TOLERANCE = 0.5
 
 pytestmark = pytest.mark.slow
