@@ -177,12 +177,11 @@ def simulate(
         whatif = dataclasses.replace(whatif, codec_GBps=codec)
         model = W.WhatIfNetwork(model, whatif, traces)
     capture = _capture_summary(target)
-    starts = {int(r): float(v) for r, v in (capture or {}).get("start_offset_s_by_rank", {}).items() if float(v) > 0}
-    if starts:  # a capture's ranks started apart (one host's clock): each starts that much later here too
-        delays = {r: starts.get(r, 0.0) + whatif.delay_s.get(r, 0.0) for r in {*starts, *whatif.delay_s}}
-        traces = W.apply_to_traces(traces, dataclasses.replace(whatif, delay_s=delays))
-    else:
-        traces = W.apply_to_traces(traces, whatif)
+    delays = dict(whatif.delay_s)
+    for r, v in (capture or {}).get("start_offset_s_by_rank", {}).items():  # one host's clock: ranks started apart
+        if float(v) > 0:
+            delays[int(r)] = delays.get(int(r), 0.0) + float(v)
+    traces = W.apply_to_traces(traces, dataclasses.replace(whatif, delay_s=delays))
     with progress(None, f"matching collectives of {traces.num_ranks:,} ranks") as bar:
         def simulated(done: int, total: int) -> None:  # called every 32k events once the simulation runs
             bar.describe("simulating (nodes done)")

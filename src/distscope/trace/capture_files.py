@@ -182,6 +182,7 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
     by_group: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     converted = convert
     # gloo only: an NCCL collective's logged completion is when its CUDA work was seen done, not host time
+    host_names = {m.get("host") for m in metas.values()}  # one name: one clock for every rank's Kineto trace
     hosts = {r: str(m["host"]) for r, m in metas.items() if m.get("host") and m.get("backend") == "gloo"}
     first = first_completions(out_dir, hosts)
     for r in ranks:
@@ -201,8 +202,7 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
         torch=str(metas[ranks[0]].get("torch", "")),
         step_s_by_rank={r: float(m["step_s"]) for r, m in metas.items()},
         start_offset_s_by_rank=({r: (t - min(starts.values())) * 1e-6 for r, t in starts.items()}
-                                if len({m.get("host") for m in metas.values()}) == 1 and None not in
-                                {m.get("host") for m in metas.values()} else {}),
+                                if len(host_names) == 1 and None not in host_names else {}),
         nodes=nodes,
         comm_bytes_by_group={g: dict(v) for g, v in sorted(by_group.items())},
         converted=converted,
