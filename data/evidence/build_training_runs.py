@@ -115,10 +115,10 @@ def e1(run_id: str, shape: dict, tps: float, note: str, **layout) -> None:
 
 
 FSDP8 = dict(seq_len=8192, global_batch=16, micro_batch=2, tp=1, pp=1, vp=1, dp=8, cp=1, ep=1, sequence_parallel=0,
-             zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="selective", num_gpus=8,
+             zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="selective-op", num_gpus=8,
              reshard_after_forward=1)
 FSDP128 = dict(FSDP8, global_batch=256, dp=128, num_gpus=128)
-SAC = "selective = torchtitan per-op SAC (selective_ac_option=op), not Megatron's selective"
+SAC = "selective-op = torchtitan per-op SAC (selective_ac_option=op), not Megatron's selective"
 e1("E1-T1-8B-FSDP8-bf16", LLAMA3_8B, 6667, f"Table 1 'FSDP + torch.compile'; {SAC}; eager FSDP measured 5,762",
    precision="bf16", **FSDP8)
 e1("E1-T1-8B-FSDP8-fp8", LLAMA3_8B, 8532, f"Table 1 'FSDP + torch.compile + Float8' (torchao tensorwise Float8Linear); "
@@ -139,11 +139,15 @@ TT_70B_2D = dict(seq_len=8192, global_batch=512, micro_batch=16, tp=8, pp=1, vp=
 e1("E1-T4-70B-2D-fp8", LLAMA3_70B, 829, "Table 4 FSDP 32 x TP 8 + torch.compile + Float8, local batch 16, full AC",
    overlap="dp", **TT_70B_2D)
 e1("E1-T4-70B-2D-asyncTP-fp8", LLAMA3_70B, 876, "Table 4 '2D + AsyncTP'", overlap="dp,tp", **TT_70B_2D)
-TT_405B = dict(seq_len=8192, global_batch=256, micro_batch="auto", tp=8, pp=8, dp=8, cp=1, ep=1,
+# micro_batch = local batch / 8: torchtitan's default n_microbatches was the pp degree until Jan 2025
+# (torchtitan/parallelisms/pipelining_utils.py build_pipeline_schedule @ ba24697, 2024-12-19), for 1F1B and
+# interleaved alike; the benchmark doc does not override it
+TT_405B = dict(seq_len=8192, global_batch=256, micro_batch=4, tp=8, pp=8, dp=8, cp=1, ep=1,
                sequence_parallel=1, zero_stage=3, distributed_optimizer=0, overlap="dp,tp", recompute="full",
                precision="fp8", num_gpus=512, reshard_after_forward=0)
 SPLIT_NOTE = ("layers per stage from torchtitan generate_split_points (embedding/output counted): {}; micro_batch "
-              "not stated (torchtitan default: microbatches = pp degree); FSDP keeps params unsharded under PP "
+              "= local batch / 8: not stated, torchtitan's default then was microbatches = pp degree "
+              "(pipelining_utils.py @ ba24697); FSDP keeps params unsharded under PP "
               "(reshard_after_forward=False for pp_enabled); PP p2p overlap not stated")
 e1("E1-T5-405B-1F1B-fp8", LLAMA3_405B, 100, "Table 5 FSDP 8 x TP 8 x PP 8, compile + Float8 + AsyncTP, local batch 32; "
    + SPLIT_NOTE.format("15,16x6,15"), vp=1, schedule="1f1b", **TT_405B)
@@ -153,7 +157,8 @@ for cp, seq, tps in ((1, 32768, 76), (2, 65536, 47), (4, 131072, 31), (8, 262144
     e1(f"E1-T6-405B-CP{cp}-fp8", LLAMA3_405B, tps,
        f"Table 6 TP 8 x PP 8 x FSDP {8 // cp} x CP {cp}, compile + Float8 + AsyncTP + 1F1B, local batch 8; "
        + SPLIT_NOTE.format("15,16x6,15"),
-       **dict(TT_405B, seq_len=seq, global_batch=8 * (8 // cp), dp=8 // cp, cp=cp, vp=1, schedule="1f1b"))
+       **dict(TT_405B, seq_len=seq, global_batch=8 * (8 // cp), micro_batch=1, dp=8 // cp, cp=cp, vp=1,
+              schedule="1f1b"))
 
 # ---- E2: torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md -------------------------------
 E2 = "E2 torchtitan asyncTP_llama3_h100_2025-06"
@@ -173,7 +178,7 @@ E2_70B = dict(seq_len=8192, global_batch=512, micro_batch=16, tp=8, pp=1, vp=1, 
               sequence_parallel=1, zero_stage=3, distributed_optimizer=0, recompute="full", num_gpus=256,
               reshard_after_forward=1)
 E2_8B = dict(seq_len=8192, global_batch=96, micro_batch=12, tp=8, pp=1, vp=1, dp=8, cp=1, ep=1,
-             sequence_parallel=1, zero_stage=3, distributed_optimizer=0, recompute="selective", num_gpus=64,
+             sequence_parallel=1, zero_stage=3, distributed_optimizer=0, recompute="selective-op", num_gpus=64,
              reshard_after_forward=1)
 ROWWISE = "float8 rowwise measured {} (vanilla) / {} (async) tokens/s/GPU"
 FP8TW = "fp8 = torchao float8 tensorwise (FSDP float8 all-gather not stated)"
@@ -194,7 +199,7 @@ for nodes, tps in ((4, 10938), (8, 10753)):
     n = 8 * nodes
     row = dict(run_id=f"E3-8B-FSDP{n}-fp8", source=E3, **LLAMA3_8B, seq_len=8192, global_batch=2 * n, micro_batch=2,
                tp=1, pp=1, vp=1, dp=n, cp=1, ep=1, sequence_parallel=0, zero_stage=3, distributed_optimizer=0,
-               overlap="dp", recompute="selective", precision="fp8", num_gpus=n, **H200_NODE,
+               overlap="dp", recompute="selective-op", precision="fp8", num_gpus=n, **H200_NODE,
                framework="torchtitan (FSDP2, torch.compile)", software="torchtitan-2025", reshard_after_forward=1)
     row["measured_step_time_s"] = tokens_step(row, tps)
     row["step_time_basis"] = "tokens/s: global_batch x seq_len / (TPS/GPU x num_gpus); TPS sampled at iteration 100"
@@ -206,7 +211,7 @@ for nodes, tps in ((4, 10938), (8, 10753)):
 # ---- E4: torchao float8 + mx_formats README end-to-end tables (torchtitan llama3.sh) -------------------
 E4 = "E4 torchao e2e float8 (torchtitan Llama3-8B single node)"
 AO_LAYOUT = dict(seq_len=8192, global_batch=8, micro_batch=1, tp=1, pp=1, vp=1, dp=8, cp=1, ep=1, sequence_parallel=0,
-                 zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="selective", num_gpus=8,
+                 zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="selective-op", num_gpus=8,
                  reshard_after_forward=1)
 AO_BASIS = "tokens/s: global_batch x seq_len / (median TPS/GPU x num_gpus); median over steps 2-100"
 for rid, node, bf, f8, extra in (
