@@ -21,7 +21,8 @@ OUT = Path(__file__).with_name("training_runs.csv")
 with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newline="") as _f:
     CONTRACT = next(csv.reader(_f))
 OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
-            "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim"]
+            "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim",
+            "moe_dispatcher"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -302,7 +303,7 @@ E8 = "E8 Megatron-MoE-ModelZoo best_practice (H100)"
 MIX = dict(seq_len=4096, global_batch=256, micro_batch=1, tp=2, pp=8, vp=7, dp=8, cp=1, ep=8, sequence_parallel=1,
            zero_stage=0, distributed_optimizer=1, recompute="none", num_gpus=128, **DGX_H100,
            framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025", schedule="interleaved-1f1b",
-           **MIXTRAL_MOE)
+           moe_dispatcher="alltoall", **MIXTRAL_MOE)
 MIX_NOTE = ("runtime.conf defaults TP2 PP8 EP8 VPP7 MBS1 GBS256 16 nodes, alltoall dispatcher, grouped GEMM, "
             "no recompute; 'should be around' figure from a script comment (best_practice/mixtral/run_mixtral_8x22B.sh)")
 for rid, tflops, prec, overlap, cf, extra in (
@@ -329,19 +330,19 @@ QWEN_NOTE = ("head_dim=128: Qwen3 uses kv-channels 128 while hidden/heads = 64; 
 for rid, layout, t, extra in (
     ("E8-Qwen3-235B-TP2-EP32-PP8-bf16", dict(micro_batch=1, tp=2, pp=8, vp=4, dp=16, cp=1, ep=32, zero_stage=0,
                                              distributed_optimizer=1, overlap="dp,tp,pp", recompute="selective",
-                                             schedule="interleaved-1f1b"), 19.7,
+                                             schedule="interleaved-1f1b", moe_dispatcher="deepep"), 19.7,
      "cross-node EP, DeepEP dispatcher, GA 128, code moe_dev(f3e6c5); with 1F1B A2A overlap 17.6 s (not included)"),
     ("E8-Qwen3-235B-TP2-EP8-FSDP-bf16", dict(micro_batch=4, tp=2, pp=1, vp=1, dp=128, cp=1, ep=8, zero_stage=3,
                                              distributed_optimizer=0, overlap="dp,tp", recompute="full",
-                                             reshard_after_forward=1), 17.6,
+                                             reshard_after_forward=1, moe_dispatcher="deepep"), 17.6,
      "intra-node EP, DeepEP, Megatron-FSDP on, EDP 32, GA 4, full recompute, code main(1e057005)"),
     ("E8-Qwen3-235B-TP2-EP8-PP32-a2a-bf16", dict(micro_batch=1, tp=2, pp=32, vp=3, dp=4, cp=1, ep=8, zero_stage=0,
                                                  distributed_optimizer=1, overlap="dp,tp,pp", recompute="selective",
-                                                 schedule="interleaved-1f1b"), 24.2,
+                                                 schedule="interleaved-1f1b", moe_dispatcher="alltoall"), 24.2,
      "intra-node EP, all-to-all dispatcher, GA 512, code main(1e057005)"),
     ("E8-Qwen3-235B-TP4-EP8-PP8-bf16", dict(micro_batch=1, tp=4, pp=8, vp=4, dp=8, cp=1, ep=8, zero_stage=0,
                                             distributed_optimizer=1, overlap="dp,tp,pp", recompute="none",
-                                            schedule="interleaved-1f1b"), 29.0,
+                                            schedule="interleaved-1f1b", moe_dispatcher="deepep"), 29.0,
      "intra-node EP, DeepEP, EDP 4, GA 256, no recompute, code main(1e057005)"),
 ):
     row = dict(run_id=rid, source=E8, **QWEN3_235B, **layout, **QWEN)

@@ -100,6 +100,19 @@ class AttentionImpl(Enum):
         return {AttentionImpl.FLASH: "fa2", AttentionImpl.CUDNN: "cudnn", AttentionImpl.FA3: "fa3"}.get(self, "")
 
 
+class MoeDispatcher(Enum):
+    """How MoE tokens reach their experts' ranks (model/moe.py prices both).
+
+    ALLTOALL: one all-to-all on the expert-parallel group, every routed copy sent directly
+    (Megatron-Core --moe-token-dispatcher-type alltoall).
+    DEEPEP: node-forwarded dispatch (DeepSeek-V3 sec. 3.2.2; DeepEP's normal kernels, Megatron-Core
+    --moe-token-dispatcher-type flex --moe-enable-deepep): a token crosses the network once per
+    destination node, to the GPU of the same local index, which forwards its copies over NVLink."""
+
+    ALLTOALL = "alltoall"
+    DEEPEP = "deepep"
+
+
 class Dim(Enum):
     """A parallel dimension: labels communication in breakdowns and logs."""
 
@@ -151,6 +164,7 @@ class Plan:
     etp: int | None = None
     capacity_factor: float | None = None
     moe_a2a_overlap: bool = False
+    moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
     framework: Framework = Framework.ANY
 
     def degrees(self) -> str:
@@ -269,7 +283,8 @@ class Plan:
                 raise self._fail(f"ep={self.ep} must divide dp*cp={self.dp * self.cp} (or set etp: MoE parallel folding)")
         if experts == 0:
             for what, bad in (("etp", self.etp not in (None, self.tp)), ("capacity_factor", self.capacity_factor is not None),
-                              ("moe_a2a_overlap", self.moe_a2a_overlap)):
+                              ("moe_a2a_overlap", self.moe_a2a_overlap),
+                              ("moe_dispatcher=deepep", self.moe_dispatcher is MoeDispatcher.DEEPEP)):
                 if bad:
                     raise self._fail(f"{what} needs a MoE model")
         elif self.etp is not None and (self.tp * self.dp * self.cp) % (self.etp * self.ep):

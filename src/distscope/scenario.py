@@ -13,7 +13,17 @@ import typer
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError, warn
-from distscope.plan import AttentionImpl, Dim, Framework, Plan, Recompute, Schedule, derive_dp, parse_enum
+from distscope.plan import (
+    AttentionImpl,
+    Dim,
+    Framework,
+    MoeDispatcher,
+    Plan,
+    Recompute,
+    Schedule,
+    derive_dp,
+    parse_enum,
+)
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.workload.catalog import get_model
@@ -48,6 +58,7 @@ ReshardOpt = Annotated[bool, typer.Option("--reshard-after-forward/--no-reshard-
 EtpOpt = Annotated[int | None, typer.Option("--etp", help="Expert tensor-parallel degree for MoE layers (default: tp).")]
 CapacityOpt = Annotated[float | None, typer.Option("--capacity-factor", help="MoE expert capacity factor; tokens beyond it are dropped (default: dropless).")]
 A2AOverlapOpt = Annotated[bool, typer.Option("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Overlap MoE all-to-all with another micro-batch's compute (DeepSeek-V3 DualPipe style).")]
+DispatcherOpt = Annotated[str, typer.Option("--moe-dispatcher", help="MoE token dispatcher: alltoall (direct all-to-all) or deepep (node-forwarded: one network copy per destination node, then NVLink).")]
 SoftwareOpt = Annotated[str | None, typer.Option("--software", help="Software preset (e.g. megatron-core-0.8, torchtitan-2025, nemo-24): its FSDP engine, FP8 recipe, kernel stack and fixed costs; see software/data/presets.json.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="System profile JSON from `distscope measure calibrate`: measured α/β replace the preset's links.")]
 MaxMemoryOpt = Annotated[float | None, typer.Option("--max-memory", help="Cap on memory per GPU in GiB (default: the total the driver reports for the device).")]
@@ -97,6 +108,7 @@ class PlanFlags:
     etp: int | None = None
     capacity_factor: float | None = None
     moe_a2a_overlap: bool = False
+    moe_dispatcher: str = "alltoall"
     reshard_after_forward: bool = True
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -203,6 +215,7 @@ def build_scenario(*, model: str, cluster: str, gpus: int, dp: int | None, tp: i
         attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
         stage_layers=split_for(spec, pp, vp, stage_layers, flags),
         etp=flags.etp, capacity_factor=flags.capacity_factor, moe_a2a_overlap=flags.moe_a2a_overlap,
+        moe_dispatcher=parse_enum(MoeDispatcher, flags.moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
         framework=fw,
         # torchtitan keeps FSDP parameters gathered across micro-batches under PP (its default policy)
         reshard_after_forward=flags.reshard_after_forward and not (fw is Framework.TORCHTITAN and zero == 3 and pp > 1),

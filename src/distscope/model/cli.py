@@ -38,6 +38,7 @@ def estimate_cmd(
     etp: S.EtpOpt = None,
     capacity_factor: S.CapacityOpt = None,
     moe_a2a_overlap: S.A2AOverlapOpt = False,
+    moe_dispatcher: S.DispatcherOpt = "alltoall",
     link: S.LinkOpt = None,
     profile: S.ProfileOpt = None,
     max_memory: S.MaxMemoryOpt = None,
@@ -67,6 +68,7 @@ def estimate_cmd(
         attention=attention, stage_layers=stage_layers, link=link, profile=profile,
         max_memory=max_memory, headroom=headroom, framework=framework,
         flags=S.PlanFlags(etp=etp, capacity_factor=capacity_factor, moe_a2a_overlap=moe_a2a_overlap,
+                          moe_dispatcher=moe_dispatcher,
                           reshard_after_forward=reshard_after_forward, first_stage_layers=first_stage_layers,
                           last_stage_layers=last_stage_layers),
     )

@@ -210,7 +210,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     if cmp is not None and tp > 1:
         tp_point, tp_codec = _compress(tp_point, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
     full_rc = plan.recompute is Recompute.FULL
-    ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp) if spec.moe is not None else 0.0
+    ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
     cp_step = 0.0
     if cp > 1:
         kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e  # K and V chunk sent per ring step

@@ -12,14 +12,30 @@ recomputed forward, backward):
 with k the router's top-k, c = min(1, capacity factor) the routed share an expert keeps (balanced
 routing: a capacity factor >= 1 drops nothing; below 1 the overflow is dropped, GShard / Switch
 Transformer), h hidden, e the activation bytes.
+
+With the node-forwarded dispatcher (plan.MoeDispatcher.DEEPEP: DeepSeek-V3 Technical Report sec.
+3.2.2, DeepEP's normal kernels) an EP group that spans N nodes sends each token over the network once
+per destination node that holds one of its k experts, to the GPU of the same local index, which
+forwards the copies to the experts' GPUs over NVLink. Per pass that is two all-to-alls, run one after
+the other here (DeepEP pipelines them in chunks, so this is an upper bound by the smaller of the two):
+
+    A2A(T_d·c·h·e · N·P_hit on the N same-index ranks across nodes) + A2A(T_d·k·c·h·e within the node)
+
+P_hit = 1 − C(E − E/N, k) / C(E, k) is the chance that a node holds at least one of a token's k
+experts under uniform routing (E experts spread evenly over the N nodes). For Qwen3-235B (E = 128,
+k = 8) over 4 nodes P_hit = 0.91: 2.7 remote copies per token instead of the 6 a direct all-to-all
+sends across nodes.
 """
 
 from __future__ import annotations
 
+import math
+
 from distscope.comm import Collective, collective_s
-from distscope.comm.group import GroupNet
+from distscope.comm.group import GroupNet, group_net
 from distscope.model.layer import LayerCost
-from distscope.plan import Plan
+from distscope.plan import MoeDispatcher, Plan
+from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 
 # DeepSeek-V3 Technical Report sec. 3.2.2: 20 of the H800's 132 SMs run the all-to-all kernels while
@@ -39,12 +55,49 @@ def dispatch_tokens(plan: Plan, tokens: float) -> float:
     return tokens / plan.tp if plan.sp else tokens
 
 
+def node_hit_probability(experts: int, top_k: int, nodes: int) -> float:
+    """P_hit = 1 − C(E − E/N, k) / C(E, k): the chance that one of N nodes, holding E/N of the E
+    experts, holds at least one of a token's k distinct experts under uniform routing."""
+    if nodes <= 1:
+        return 1.0
+    return 1.0 - math.comb(experts - experts // nodes, top_k) / math.comb(experts, top_k)
+
+
+def ep_ranks_per_node(cluster: Cluster, plan: Plan) -> int:
+    """Ranks of one expert-parallel group inside one node: the EP group strides by etp
+    (Megatron's expert grid, etp fastest), so a node of G GPUs holds min(ep, G/etp) of them."""
+    node = cluster.levels[0].size  # 0: the first level spans the whole cluster
+    return max(1, min(plan.ep, node // plan.expert_tp)) if node else plan.ep
+
+
+def node_forwarded(cluster: Cluster, plan: Plan) -> bool:
+    """The dispatch is node-forwarded: DeepEP chosen and the EP group spans whole nodes."""
+    local = ep_ranks_per_node(cluster, plan)
+    return plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.ep > local and plan.ep % local == 0
+
+
+def deepep_bytes(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float, nodes: int) -> tuple[float, float]:
+    """(cross-node, intra-node) all-to-all buffers per rank of one node-forwarded dispatch (module
+    docstring): T_d·c·h·e·N·P_hit on the same-index ranks across nodes, T_d·k·c·h·e within the node."""
+    assert spec.moe is not None
+    token = dispatch_tokens(plan, tokens) * routed_fraction(plan) * spec.hidden * act_bytes
+    return token * nodes * node_hit_probability(spec.moe.experts, spec.moe.top_k, nodes), token * spec.moe.top_k
+
+
 def moe_pass_comm_s(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float, g_ep: GroupNet,
-                    g_etp: GroupNet) -> float:
-    """Dispatch + combine of one MoE layer for one pass (module docstring); 0 without EP or ETP."""
+                    g_etp: GroupNet, cluster: Cluster) -> float:
+    """Dispatch + combine of one MoE layer for one pass (module docstring); 0 without EP or ETP.
+    `cluster` lays out the node-forwarded dispatcher's two groups (plan.MoeDispatcher.DEEPEP)."""
     assert spec.moe is not None
     routed = dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_fraction(plan) * spec.hidden * act_bytes
-    t = 2 * collective_s(Collective.ALL_TO_ALL, routed, g_ep) if plan.ep > 1 else 0.0
+    if node_forwarded(cluster, plan):
+        local = ep_ranks_per_node(cluster, plan)
+        cross, intra = deepep_bytes(spec, plan, tokens, act_bytes, plan.ep // local)
+        g_cross = group_net(cluster, plan.ep // local, plan.expert_tp * local)
+        g_intra = group_net(cluster, local, plan.expert_tp)
+        t = 2 * (collective_s(Collective.ALL_TO_ALL, cross, g_cross) + collective_s(Collective.ALL_TO_ALL, intra, g_intra))
+    else:
+        t = 2 * collective_s(Collective.ALL_TO_ALL, routed, g_ep) if plan.ep > 1 else 0.0
     etp = plan.expert_tp
     if etp > 1 and plan.sp:
         gathered = routed * etp

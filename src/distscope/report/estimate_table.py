@@ -14,6 +14,8 @@ from distscope.workload.params import total_params
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
+    moe = {"etp": plan.expert_tp, "capacity_factor": plan.capacity_factor, "moe_a2a_overlap": plan.moe_a2a_overlap,
+           "moe_dispatcher": plan.moe_dispatcher.value} if plan.ep > 1 else {}
     return {
         "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "vp": plan.vp, "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "zero_stage": plan.zero_stage,
@@ -22,7 +24,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "schedule": plan.schedule.value, "precision": plan.precision.value,
         "overlap": sorted(d.value for d in plan.overlap), "attention": plan.attention.value,
         "stage_layers": list(plan.stage_layers), "framework": plan.framework.value,
-        "reshard_after_forward": plan.reshard_after_forward,
+        "reshard_after_forward": plan.reshard_after_forward, **moe,
     }
 
 

@@ -47,6 +47,7 @@ def plan_cmd(
     seq: S.SeqOpt = None,
     precision: S.PrecisionOpt = "bf16",
     attention: S.AttentionOpt = "flash",
+    moe_dispatcher: S.DispatcherOpt = "alltoall",
     overlap: Annotated[str, typer.Option("--overlap", help="Communication the software can overlap (all of it is used): comma list of dp,tp,pp, or none.")] = "dp,tp,pp",
     top: Annotated[int, typer.Option("--top", "-k", help="How many ranked plans to print.")] = 10,
     tp: Annotated[str | None, typer.Option("--tp", help="Restrict tp to these degrees (comma list).")] = None,
@@ -75,7 +76,7 @@ def plan_cmd(
     With --software the attention kernel comes from the preset and --overlap is capped to what it hides."""
     from distscope.dtypes import Precision
     from distscope.errors import DistscopeError
-    from distscope.plan import AttentionImpl, parse_enum
+    from distscope.plan import AttentionImpl, MoeDispatcher, parse_enum
     from distscope.report.cli import check_report
     from distscope.report.console import out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
@@ -118,6 +119,7 @@ def plan_cmd(
         overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
         ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
         schedules=_schedules(schedules),
+        moe_dispatcher=parse_enum(MoeDispatcher, moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
     )
     if sw is not None:
         space = space.with_software(sw)

@@ -20,7 +20,7 @@ import shlex
 
 from distscope.dtypes import Precision
 from distscope.model.stages import chunk_sizes
-from distscope.plan import Dim, Framework, Plan, Recompute, Schedule
+from distscope.plan import Dim, Framework, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -43,7 +43,10 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
         a += ["--expert-model-parallel-size", str(plan.ep)]
         if plan.etp is not None:
             a += ["--expert-tensor-parallel-size", str(plan.etp)]
-        if plan.capacity_factor is not None or plan.moe_a2a_overlap:
+        if plan.moe_dispatcher is MoeDispatcher.DEEPEP:
+            # the flex dispatcher's DeepEP backend (MCore 0.12-0.14 spelled it --moe-enable-deepep)
+            a += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
+        elif plan.capacity_factor is not None or plan.moe_a2a_overlap:
             a += ["--moe-token-dispatcher-type", "alltoall"]  # what capacity and EP overlap need
         if plan.capacity_factor is not None:
             a += ["--moe-expert-capacity-factor", str(plan.capacity_factor)]
@@ -191,6 +194,8 @@ def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: 
         a += ["--capacity-factor", str(plan.capacity_factor)]
     if plan.moe_a2a_overlap:
         a.append("--moe-a2a-overlap")
+    if plan.moe_dispatcher is not MoeDispatcher.ALLTOALL:
+        a += ["--moe-dispatcher", plan.moe_dispatcher.value]
     if plan.stage_layers:
         a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
     if plan.framework is not Framework.ANY:

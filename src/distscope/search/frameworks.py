@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from distscope.dtypes import Precision
-from distscope.plan import Framework, Plan, Recompute, Schedule
+from distscope.plan import Framework, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
@@ -69,6 +69,8 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
             # megatron/core/transformer/transformer_config.py, overlap_moe_expert_parallel_comm checks
             out.append("Megatron's --overlap-moe-expert-parallel-comm needs ep > 1, no full recompute and, "
                        "with pp > 1, an interleaved schedule")
+        if plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.capacity_factor is not None:
+            out.append("Megatron's DeepEP dispatcher (--moe-token-dispatcher-type flex) is dropless: no capacity factor")
     elif fw is Framework.TORCHTITAN:
         if spec.name not in TORCHTITAN_MODELS:
             out.append(f"torchtitan has no model definition for {spec.name}")
@@ -82,9 +84,10 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
                        "recomputes every block)")
         if plan.pp > 1 and plan.schedule not in TORCHTITAN_SCHEDULES:
             out.append(f"torchtitan (torch.distributed.pipelining) has no {plan.schedule.value} schedule")
-        if plan.etp not in (None, plan.tp) or plan.capacity_factor is not None or plan.moe_a2a_overlap:
-            out.append("distscope does not emit torchtitan's expert tensor parallelism, capacity factor or "
-                       "all-to-all overlap")
+        if (plan.etp not in (None, plan.tp) or plan.capacity_factor is not None or plan.moe_a2a_overlap
+                or plan.moe_dispatcher is not MoeDispatcher.ALLTOALL):
+            out.append("distscope does not emit torchtitan's expert tensor parallelism, capacity factor, "
+                       "all-to-all overlap or DeepEP dispatcher")
         if plan.recompute is Recompute.SELECTIVE:
             out.append("torchtitan's selective AC is per-op (recompute=selective-op), not Megatron's core-attention "
                        "recompute")

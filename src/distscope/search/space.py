@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
-from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Framework, Plan, Recompute, Schedule
+from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Framework, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
@@ -78,6 +78,8 @@ class SearchSpace:
     # the framework the plans are for: their memory accounting (model/framework_memory.py), torchtitan's
     # per-op selective recompute and its FSDP policy under PP (search/frameworks.py `restrict`)
     framework: Framework = Framework.ANY
+    # MoE token dispatcher of every plan (a software choice, like the attention kernel)
+    moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
     # the software stack the plans run on (software/presets.py: FSDP engine, FP8 recipe, kernel stack),
     # passed to every estimate; None = a current stack (software.presets.DEFAULT)
     software: SoftwareProfile | None = None
@@ -232,7 +234,7 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
         zero_stage=zero, distributed_optimizer=dist_opt, micro_batch=micro_batch,
         schedule=lay.schedule,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
-        framework=space.framework,
+        framework=space.framework, moe_dispatcher=space.moe_dispatcher if lay.ep > 1 else MoeDispatcher.ALLTOALL,
         # torchtitan's default FSDP policy keeps parameters gathered across micro-batches under PP
         reshard_after_forward=not (space.framework is Framework.TORCHTITAN and zero == 3 and lay.pp > 1),
     )

@@ -39,7 +39,9 @@ class Group(enum.Enum):
     """Process-group roles. DP is the gradient group dp x cp (ranks holding the same weights);
     DPZ is the same ranks priced without NIC rail aggregation (ZeRO-3 traffic); EMB joins the first
     and last pipeline stage (tied word-embedding gradients). EP, ETP and EDP are the expert grid's
-    groups (EDPZ: EDP for ZeRO-3 traffic); MIRROR joins ranks s and pp-1-s, which hold the same two
+    groups (EDPZ: EDP for ZeRO-3 traffic); EPX and EPL split an EP group that spans nodes for the
+    node-forwarded MoE dispatcher (model/moe.py): EPX joins its ranks of one local index across the
+    nodes, EPL its ranks inside one node. MIRROR joins ranks s and pp-1-s, which hold the same two
     stages under DualPipe."""
 
     TP = "tp"
@@ -51,6 +53,8 @@ class Group(enum.Enum):
     ETP = "etp"
     EDP = "edp"
     EDPZ = "edpz"
+    EPX = "epx"
+    EPL = "epl"
     MIRROR = "mirror"
 
 
@@ -128,6 +132,7 @@ class StepSpec:
     micro_batches: int = 1
     schedule: Schedule = Schedule.ONE_F_ONE_B
     etp: int = 0  # expert tensor-parallel degree (0 = tp)
+    ep_node: int = 0  # EP ranks per node when the EP group spans nodes (Group.EPX/EPL); 0 = not split
     # stages[v]: the layers of model chunk v, counted from the embedding side (pp * vp entries);
     # which rank holds it follows the schedule's placement (interleaved: v mod pp).
     stages: tuple[tuple[LayerCost, ...], ...] = field(default_factory=tuple)
@@ -156,6 +161,8 @@ class StepSpec:
             raise DistscopeError(f"StepSpec: vp={self.vp} does not fit schedule={self.schedule.value} ({self.degrees})")
         if self.vp > 1 and need == 1:
             raise DistscopeError(f"StepSpec: vp={self.vp} needs schedule=interleaved-1f1b ({self.degrees})")
+        if self.ep_node and (self.ep_node < 1 or self.ep % self.ep_node):
+            raise DistscopeError(f"StepSpec: ep_node={self.ep_node} must divide ep ({self.degrees})")
         if self.extras and len(self.extras) != self.pp:
             raise DistscopeError(f"StepSpec: {len(self.extras)} stage extras, need pp={self.pp} ({self.degrees})")
 
@@ -228,6 +235,13 @@ class StepSpec:
         base = s * self.tp * self.cp * self.dp
         if kind is Group.EP:
             return f"ep:s{s}:e{et}:z{z}", tuple(base + et + et_n * (y + ep_n * z) for y in range(ep_n))
+        if kind is Group.EPL:
+            lo = x - x % self.ep_node
+            return f"epl:s{s}:e{et}:z{z}:n{lo}", tuple(base + et + et_n * (y + ep_n * z) for y in range(lo, lo + self.ep_node))
+        if kind is Group.EPX:
+            i = x % self.ep_node
+            return (f"epx:s{s}:e{et}:z{z}:i{i}",
+                    tuple(base + et + et_n * (y + ep_n * z) for y in range(i, ep_n, self.ep_node)))
         if kind is Group.ETP:
             return f"etp:s{s}:x{x}:z{z}", tuple(base + y + et_n * (x + ep_n * z) for y in range(et_n))
         return f"{kind.value}:s{s}:e{et}:x{x}", tuple(base + et + et_n * (x + ep_n * y) for y in range(self.expert_dp))
@@ -240,6 +254,8 @@ def _size(spec: StepSpec, group: Group) -> int:
         Group.DP: spec.dp * spec.cp,
         Group.DPZ: spec.dp * spec.cp,
         Group.EP: spec.ep,
+        Group.EPX: spec.ep // spec.ep_node if spec.ep_node else 1,
+        Group.EPL: spec.ep_node,
         Group.EMB: min(spec.pp, 2),
         Group.ETP: spec.expert_tp,
         Group.EDP: spec.expert_dp,

@@ -80,6 +80,7 @@ def generate(
     etp: S.EtpOpt = None,
     capacity_factor: S.CapacityOpt = None,
     moe_a2a_overlap: S.A2AOverlapOpt = False,
+    moe_dispatcher: S.DispatcherOpt = "alltoall",
     steps: Annotated[int, typer.Option("--steps", help="Consecutive steps in one trace (only --schedule 2bw, which has no flush).")] = 1,
     software: S.SoftwareOpt = None,
     link: S.LinkOpt = None,
@@ -127,6 +128,7 @@ def generate(
         link=link,
         profile=profile,
         flags=S.PlanFlags(etp=etp, capacity_factor=capacity_factor, moe_a2a_overlap=moe_a2a_overlap,
+                          moe_dispatcher=moe_dispatcher,
                           reshard_after_forward=reshard_after_forward, first_stage_layers=first_stage_layers,
                           last_stage_layers=last_stage_layers),
     )

@@ -39,8 +39,11 @@ from distscope.model.estimate import (
 )
 from distscope.model.moe import (
     A2A_OVERLAP_SM_FRACTION,
+    deepep_bytes,
     dispatch_tokens,
+    ep_ranks_per_node,
     moe_pass_comm_s,
+    node_forwarded,
     overlap_budget_s,
     overlapped_a2a_s,
     routed_fraction,
@@ -70,19 +73,30 @@ def _tp_point(D: int, tp: int, sp: bool, hide_s: float) -> list[CommOp]:
     return [CommOp(group=Group.TP, kind=AR, size_bytes=D, hide_s=hide_s)]
 
 
-def _moe_pass(plan: Plan, routed: int, hide_s: float) -> list[CommOp]:
-    """One pass's token dispatch and combine (model/moe.py): all-to-all on EP, with expert tensor
-    parallelism an all-gather and reduce-scatter on ETP; `hide_s` > 0 runs them beside that much
-    compute (one fork/join point)."""
-    ops: list[CommOp] = []
-    if plan.ep > 1:
-        ops.append(CommOp(group=Group.EP, kind=A2A, size_bytes=routed))
+def _dispatch(spec: ModelSpec, plan: Plan, cluster: Cluster, tokens: float, e: float) -> tuple[CommOp, ...]:
+    """One pass's token dispatch on the expert-parallel group (model/moe.py): one all-to-all of the
+    routed copies, or, node-forwarded, the cross-node all-to-all (EPX) then the one inside the node (EPL)."""
+    if plan.ep == 1:
+        return ()
+    if node_forwarded(cluster, plan):
+        cross, intra = deepep_bytes(spec, plan, tokens, e, plan.ep // ep_ranks_per_node(cluster, plan))
+        return (CommOp(group=Group.EPX, kind=A2A, size_bytes=round(cross)),
+                CommOp(group=Group.EPL, kind=A2A, size_bytes=round(intra)))
+    assert spec.moe is not None
+    routed = round(dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_fraction(plan) * spec.hidden * e)
+    return (CommOp(group=Group.EP, kind=A2A, size_bytes=routed),)
+
+
+def _moe_pass(plan: Plan, dispatch: tuple[CommOp, ...], routed: int, hide_s: float) -> list[CommOp]:
+    """One pass's token dispatch and combine (model/moe.py): the dispatch collectives, with expert
+    tensor parallelism an all-gather and reduce-scatter of the `routed` bytes on ETP, then the combine
+    (the dispatch mirrored); `hide_s` > 0 runs them beside that much compute (one fork/join point)."""
+    ops: list[CommOp] = list(dispatch)
     if plan.expert_tp > 1 and plan.sp:
         gathered = routed * plan.expert_tp
         ops += [CommOp(group=Group.ETP, kind=AG, size_bytes=round(gathered / plan.expert_tp)),
                 CommOp(group=Group.ETP, kind=RS, size_bytes=round(gathered))]
-    if plan.ep > 1:
-        ops.append(CommOp(group=Group.EP, kind=A2A, size_bytes=routed))
+    ops += reversed(dispatch)
     return _as_point(ops, hide_s)
 
 
@@ -120,6 +134,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     costs, head = compute_costs(spec, b, s, plan, dev, sw)
     D_tp = round(T * spec.hidden * e)
     routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
+    dispatch = _dispatch(spec, plan, cluster, T, e) if spec.moe is not None else ()
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     sizes = chunk_sizes(spec.layers, pp, vp, plan.stage_layers)
     per_chunk = max(sizes)
@@ -156,15 +171,15 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 rec = 1.0 if recomputes else 0.0
                 if a2a_overlap:
                     ep_pass = moe_pass_comm_s(spec, plan, T, e, group_net(cluster, plan.ep, plan.expert_tp),
-                                              group_net(cluster, plan.expert_tp, 1))
+                                              group_net(cluster, plan.expert_tp, 1), cluster)
                     f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split)
                     hf, hb = overlapped_a2a_s(ep_pass, f_avail)[1], overlapped_a2a_s(ep_pass * (1 + rec), b_avail)[1]
                     extra_f, extra_b = hf * A2A_OVERLAP_SM_FRACTION, hb * A2A_OVERLAP_SM_FRACTION
-                    fwd += _moe_pass(plan, routed, hf)
-                    bwd += _as_point(_moe_pass(plan, routed, 0.0) * (2 if recomputes else 1), hb)
+                    fwd += _moe_pass(plan, dispatch, routed, hf)
+                    bwd += _as_point(_moe_pass(plan, dispatch, routed, 0.0) * (2 if recomputes else 1), hb)
                 else:
-                    fwd += _moe_pass(plan, routed, 0.0)
-                    bwd += _moe_pass(plan, routed, 0.0) * (2 if recomputes else 1)
+                    fwd += _moe_pass(plan, dispatch, routed, 0.0)
+                    bwd += _moe_pass(plan, dispatch, routed, 0.0) * (2 if recomputes else 1)
             layers.append(
                 LayerCost(
                     name=f"layer{start + i}",
@@ -268,6 +283,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         dp=dp,
         ep=plan.ep,
         etp=plan.expert_tp,
+        ep_node=ep_ranks_per_node(cluster, plan) if node_forwarded(cluster, plan) else 0,
         pp=pp,
         vp=vp,
         micro_batches=m,

@@ -102,7 +102,7 @@ def candidate_plans(row: Row) -> Iterator[Plan]:
                     zero_stage=row.zero_stage, distributed_optimizer=bool(do), micro_batch=mb, recompute=rc,
                     recompute_layers=rk, schedule=schedule, precision=row.precision, overlap=ov,
                     attention=row.attention, stage_layers=split, reshard_after_forward=row.reshard_after_forward,
-                    etp=row.etp, capacity_factor=row.capacity_factor,
+                    etp=row.etp, capacity_factor=row.capacity_factor, moe_dispatcher=row.moe_dispatcher,
                 )
             except DistscopeError:
                 if row.vp is not None:

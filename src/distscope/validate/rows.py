@@ -18,7 +18,7 @@ without them a split that does not divide uses Megatron's embedding/loss account
 `schedule` (plan.Schedule); `head_dim` where it is not hidden/heads (Qwen3: kv-channels 128 at
 hidden/heads 64). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
 `shared_experts`, `moe_dense_layers` (leading dense layers), `etp`, `capacity_factor` (blank =
-dropless). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
+dropless), `moe_dispatcher` (alltoall | deepep; blank = alltoall). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
 the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
-from distscope.plan import AttentionImpl, Dim, Recompute, Schedule
+from distscope.plan import AttentionImpl, Dim, MoeDispatcher, Recompute, Schedule
 from distscope.software.presets import SoftwareProfile, from_framework, get_software
 from distscope.userfile import read_text
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
@@ -77,6 +77,7 @@ class Row:
     schedule: Schedule | None = None  # None: 1f1b, or interleaved-1f1b when vp > 1
     etp: int | None = None
     capacity_factor: float | None = None
+    moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
 
 
 class _Cells:
@@ -221,7 +222,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         try:
             recompute = Recompute(c.raw("recompute").lower())
         except ValueError:
-            raise c.fail("recompute", "must be none, selective, full or auto") from None
+            raise c.fail("recompute", f"must be {', '.join(r.value for r in Recompute)} or auto") from None
     try:
         precision = Precision(c.raw("precision").lower())
     except ValueError:
@@ -254,9 +255,15 @@ def parse_row(row: dict[str, str], line: int) -> Row:
     capacity = None
     if not c.blank("capacity_factor"):
         capacity = c.float("capacity_factor")
+    dispatcher = MoeDispatcher.ALLTOALL
+    if not c.blank("moe_dispatcher"):
+        try:
+            dispatcher = MoeDispatcher(c.raw("moe_dispatcher").lower())
+        except ValueError:
+            raise c.fail("moe_dispatcher", f"must be one of {', '.join(d.value for d in MoeDispatcher)}") from None
     spec = _spec(c)
     if spec.moe is None:
-        for col in ("etp", "capacity_factor"):
+        for col in ("etp", "capacity_factor", "moe_dispatcher"):
             if not c.blank(col):
                 raise c.fail(col, "needs a MoE model (experts > 1)")
     return Row(
@@ -272,6 +279,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         measured_step_time_s=c.float("measured_step_time_s"),
         first_stage_layers=c.opt_int("first_stage_layers", lo=0), last_stage_layers=c.opt_int("last_stage_layers", lo=0),
         reshard_after_forward=reshard, schedule=_schedule(c), etp=c.opt_int("etp"), capacity_factor=capacity,
+        moe_dispatcher=dispatcher,
     )
 
 
