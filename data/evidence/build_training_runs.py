@@ -52,9 +52,11 @@ QWEN3_235B = dict(model="Qwen3-235B-A22B", arch="llama", params_B=235, layers=94
                   kv_heads=4, ffn_hidden=12288, ffn_act="swiglu", vocab=151936)
 QWEN3_MOE = dict(experts=128, top_k=8, moe_ffn_hidden=1536, shared_experts=0, moe_dense_layers=0, etp=1)
 # torchtitan Llama 4 17bx16e (dim 5120, 40 heads, 8 KV heads, every layer MoE, 16 experts top-1 + 1 shared,
-# expert width 8192 after auto_scale_hidden_dim) cut to 2 layers, torchtitan debug-model vocabulary 2048
+# expert width 8192 after auto_scale_hidden_dim) cut to 2 layers, with 17bx16e's vocabulary 202048 (the
+# README's "same as Llama4 17bx16e, but with 2 layers"; its 145.55 GiB peak rules out the 2048-token
+# debug vocabulary: distscope puts that at 47 GiB, 202048 at 182 GiB with the eager fp32 loss copies)
 LLAMA4_2L = dict(model="Llama 4 Scout (17Bx16E) cut to 2 layers", arch="llama", layers=2, hidden=5120, heads=40,
-                 kv_heads=8, ffn_hidden=16384, ffn_act="swiglu", vocab=2048)
+                 kv_heads=8, ffn_hidden=16384, ffn_act="swiglu", vocab=202048)
 LLAMA4_MOE = dict(experts=16, top_k=1, moe_ffn_hidden=8192, shared_experts=1, moe_dense_layers=0, etp=1)
 
 GRAND_TETON = dict(gpu="h100-hbm2e-96gb-500w", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
@@ -236,7 +238,7 @@ for rid, node, bf, f8, extra in (
 
 # ---- E5: torchao prototype/moe_training README, Llama 4 Scout cut to 2 layers on 4 B200 -----------------
 E5 = "E5 torchao moe_training e2e (torchtitan Llama4 on 4 B200)"
-row = dict(run_id="E5-B200-Llama4-2L-EP4-bf16", source=E5, **LLAMA4_2L, params_B=4.4, seq_len=8192, global_batch=32,
+row = dict(run_id="E5-B200-Llama4-2L-EP4-bf16", source=E5, **LLAMA4_2L, params_B=6.5, seq_len=8192, global_batch=32,
            micro_batch=8, tp=1, pp=1, vp=1, dp=4, cp=1, ep=4, sequence_parallel=0, zero_stage=3, distributed_optimizer=0,
            overlap="dp", recompute="none", precision="bf16", num_gpus=4, **dict(B200_NODE, gpus_per_node=4),
            framework="torchtitan (FSDP2 + EP, torch.compile)", software="torchtitan-2025", reshard_after_forward=1,
@@ -245,8 +247,9 @@ row["measured_step_time_s"] = tokens_step(row, 49381.0)
 row["step_time_basis"] = "tokens/s: global_batch x seq_len / (median TPS/GPU x num_gpus)"
 row["reported"] = "49381 tokens/s/GPU"
 row["notes"] = ("FSDP=4, EP=4, AC none, compile, seq 8192, local batch 8; 'debug model config (same as Llama4 17bx16e, "
-                "but with 2 layers)'; AMBIGUOUS: vocabulary 2048 (torchtitan debugmodel) vs 202048 (17bx16e) is not "
-                "stated; params_B computed for vocab 2048; MXFP8 measured 52038 (linears), 69350 (grouped GEMMs), "
+                "but with 2 layers)'; vocabulary not stated: 202048 (17bx16e) taken over the 2048 of torchtitan's "
+                "debugmodel flavour, because only it fits the README's 145.55 GiB max memory (distscope: 182 GiB "
+                "eager, 47 GiB with 2048); params_B computed for vocab 202048; MXFP8 measured 52038 (linears), 69350 (grouped GEMMs), "
                 "70747 (both) tokens/s/GPU (not included: MXFP8 block scaling, not TE FP8)")
 add(**row)
 
