@@ -113,3 +113,32 @@ def test_software_preset_reaches_the_trace() -> None:
     titan = step_spec(spec, shape, cluster, plan, software=get_software("torchtitan-2025"))
     assert gathered(titan) == pytest.approx(gathered(plain) / 2, rel=1e-3)
     assert titan.stages[0][0].fwd_s > plain.stages[0][0].fwd_s
+
+
+def test_fp8_tensor_parallel_all_gathers_move_fp8_where_the_stack_does() -> None:
+    """torchao's float8 tensor parallel (torchtitan) gathers FP8-cast layer inputs and output gradients:
+    half the all-gather bytes of a Megatron/TE stack's, the reduce-scatters unchanged, and the estimator's
+    exposed TP time shorter by the same collectives (the trace and the estimate share the rule)."""
+    from distscope.dtypes import Precision
+    from distscope.model import estimate
+    from distscope.plan import Plan
+    from distscope.software.presets import get_software
+    from distscope.system.presets import get_cluster
+    from distscope.trace.from_plan import step_spec
+    from distscope.trace.graph import CollKind
+    from distscope.workload.catalog import get_model
+    from distscope.workload.training import TrainingShape
+
+    spec, shape, cluster = get_model("llama3-8b"), TrainingShape(seq_len=2048, global_batch=16), get_cluster("dgx-h100", 8)
+    plan = Plan(dp=1, tp=8, sequence_parallel=True, micro_batch=1, precision=Precision.FP8)
+    titan, core = get_software("torchtitan-2025"), get_software("megatron-core-0.8")
+
+    def layer_bytes(sw, kind):  # type: ignore[no-untyped-def]
+        layer = step_spec(spec, shape, cluster, plan, software=sw).stages[0][1]
+        return sum(op.size_bytes for op in layer.fwd_comm + layer.bwd_comm if op.kind is kind)
+
+    assert layer_bytes(titan, CollKind.ALL_GATHER) == pytest.approx(layer_bytes(core, CollKind.ALL_GATHER) / 2, rel=1e-3)
+    assert layer_bytes(titan, CollKind.REDUCE_SCATTER) == layer_bytes(core, CollKind.REDUCE_SCATTER)
+    bf16 = Plan(dp=1, tp=8, sequence_parallel=True, micro_batch=1, precision=Precision.BF16)
+    assert estimate(spec, shape, cluster, plan, software=titan).comm_total_s["tp"] < \
+        estimate(spec, shape, cluster, bf16, software=titan).comm_total_s["tp"]

@@ -90,11 +90,23 @@ def recompute_fraction(layers: int, plan: Plan) -> float:
     return min(1.0, plan.recompute_layers / per_chunk)
 
 
-def _tp_layer_comm(D: float, g: GroupNet, sp: bool) -> float:
-    """One TP communication point of a layer: all-reduce, or all-gather + reduce-scatter with SP."""
+def _tp_layer_comm(D: float, g: GroupNet, sp: bool, ag_scale: float = 1.0) -> float:
+    """One TP communication point of a layer: all-reduce, or all-gather + reduce-scatter with SP; the
+    all-gather moves `ag_scale` x D bytes (tp_all_gather_scale)."""
     if sp:
-        return collective_s(Collective.ALL_GATHER, D, g) + collective_s(Collective.REDUCE_SCATTER, D, g)
+        return collective_s(Collective.ALL_GATHER, D * ag_scale, g) + collective_s(Collective.REDUCE_SCATTER, D, g)
     return collective_s(Collective.ALL_REDUCE, D, g)
+
+
+def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
+    """Bytes of a layer's sequence-parallel all-gather relative to the activation dtype's: f/e when an
+    FP8 run's stack gathers the FP8-cast linear inputs and output gradients (torchao float8 tensor
+    parallel: the cast runs before the all-gather, torchao/float8/float8_tensor_parallel.py; torchtitan
+    docs/float8.md "float8 all-gather ... for TP (by default for Float8Linear)"), else 1. The LM head is
+    not an FP8 linear and keeps its all-gather in the activation dtype."""
+    prec = plan.precision
+    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
+    return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if fp8_run and sw.fp8_tp_all_gather and plan.sp else 1.0
 
 
 def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, first: bool, last: bool, plan: Plan,
@@ -203,7 +215,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     # --- per-layer communication (seconds per micro-batch) ---
     D_tp = T * spec.hidden * e
-    tp_point = _tp_layer_comm(D_tp, g_tp, plan.sp) if tp > 1 else 0.0
+    tp_point = _tp_layer_comm(D_tp, g_tp, plan.sp, tp_all_gather_scale(plan, sw)) if tp > 1 else 0.0
     cmp = plan.compression
     none = CompressionMethod.NONE
     tp_codec = 0.0  # quantize + dequantize per TP communication point: compute, never hidden

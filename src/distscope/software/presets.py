@@ -37,6 +37,9 @@ class SoftwareProfile:
     fp8_weight_cache: bool = True  # FP8 weights cast once per step (TE is_first_microbatch), else per micro-batch
     fp8_current_scaling: bool = False  # just-in-time per-tensor scaling (an amax pass per cast)
     fp8_param_gather: bool = False  # sharded weights all-gathered in FP8
+    # sequence-parallel all-gathers of a layer's linear inputs (forward) and output gradients (backward)
+    # move FP8, the reduce-scatters stay BF16 (torchao Float8ColwiseParallel / Float8RowwiseParallel)
+    fp8_tp_all_gather: bool = False
     fp8_attention: bool = False  # attention in FP8 (TE fp8_dpa); otherwise BF16
     step_overhead_s: float = 0.0  # per-step fixed cost the source's timing includes beyond the model
     kernels: KernelStack = KernelStack.FUSED  # priced at efficiency.PYTORCH_STACK when PYTORCH

@@ -35,6 +35,7 @@ from distscope.model.estimate import (
     recompute_fraction,
     stage_fp8_weight_cast_s,
     stage_params,
+    tp_all_gather_scale,
     weight_gather_bytes,
 )
 from distscope.model.moe import (
@@ -61,13 +62,14 @@ from distscope.workload.training import TrainingShape
 AR, AG, RS, A2A = CollKind.ALL_REDUCE, CollKind.ALL_GATHER, CollKind.REDUCE_SCATTER, CollKind.ALL_TO_ALL
 
 
-def _tp_point(D: int, tp: int, sp: bool, hide_s: float) -> list[CommOp]:
-    """One TP communication point: all-reduce of D, or all-gather (shard D/tp) + reduce-scatter of D."""
+def _tp_point(D: int, tp: int, sp: bool, hide_s: float, ag_scale: float = 1.0) -> list[CommOp]:
+    """One TP communication point: all-reduce of D, or all-gather (shard D/tp, times `ag_scale`: FP8
+    all-gathers, estimate.tp_all_gather_scale) + reduce-scatter of D."""
     if tp == 1:
         return []
     if sp:
         return [
-            CommOp(group=Group.TP, kind=AG, size_bytes=D // tp, hide_s=hide_s),
+            CommOp(group=Group.TP, kind=AG, size_bytes=round(D * ag_scale) // tp, hide_s=hide_s),
             CommOp(group=Group.TP, kind=RS, size_bytes=D, with_previous=True),
         ]
     return [CommOp(group=Group.TP, kind=AR, size_bytes=D, hide_s=hide_s)]
@@ -132,6 +134,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     a2a_overlap = plan.moe_a2a_overlap and m > 1
 
     costs, head = compute_costs(spec, b, s, plan, dev, sw)
+    ag = tp_all_gather_scale(plan, sw)
     D_tp = round(T * spec.hidden * e)
     routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
     dispatch = _dispatch(spec, plan, cluster, T, e) if spec.moe is not None else ()
@@ -153,11 +156,11 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             recomputes = full and (plan.recompute_layers == 0 or i < k_recompute)
             fh = c.gemm_fwd_s / 2 if tp_overlap else 0.0
             bh = (c.gemm_fwd_s / 2 if split else c.gemm_fwd_s) if tp_overlap else 0.0
-            fwd: list[CommOp] = _tp_point(D_tp, tp, sp, fh) + _tp_point(D_tp, tp, sp, fh)
+            fwd: list[CommOp] = _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag)
             bwd: list[CommOp] = []
             if recomputes:
-                bwd += _tp_point(D_tp, tp, sp, fh) + _tp_point(D_tp, tp, sp, fh)
-            bwd += _tp_point(D_tp, tp, sp, bh) + _tp_point(D_tp, tp, sp, bh)
+                bwd += _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag)
+            bwd += _tp_point(D_tp, tp, sp, bh, ag) + _tp_point(D_tp, tp, sp, bh, ag)
             if cp > 1:
                 kv = round(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e)
                 fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
