@@ -90,6 +90,19 @@ def test_korthikanti_activation_formula() -> None:
     assert sel == pytest.approx(s * b * h / t * 34)
 
 
+def test_moe_experts_keep_only_the_tokens_dispatched_to_them() -> None:
+    """With sequence parallelism a rank dispatches its T/tp tokens, so with etp < tp its experts hold
+    T·k·etp/tp permuted tokens of width f_e/etp: going from etp = tp = 4 to etp = 1 keeps the
+    activation and its product with the expert width, and drops 3/4 of the saved expert inputs."""
+    spec = get_model("mixtral-8x7b")
+    b, s = 1, 4096
+    plan = Plan(dp=8, tp=4, ep=8, sequence_parallel=True, etp=4)
+    wide = activation_bytes_per_layer(spec, True, b, s, plan)
+    narrow = activation_bytes_per_layer(spec, True, b, s, dataclasses.replace(plan, etp=1))
+    k, h, gi = spec.moe.top_k, spec.hidden, plan.precision.gemm_dtype.bytes  # type: ignore[union-attr]
+    assert wide - narrow == pytest.approx(0.75 * b * s * k * h * gi)
+
+
 def test_overlap_hides_communication() -> None:
     spec, c = get_model("llama3-70b"), get_cluster("dgx-h100", 64)
     shape = TrainingShape(seq_len=8192, global_batch=128)

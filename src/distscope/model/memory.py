@@ -81,9 +81,13 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     up = 2 if spec.ffn is FfnKind.SWIGLU else 1
     if moe_layer:
         assert spec.moe is not None
-        k = spec.moe.top_k
-        fe = spec.moe.expert_ffn_hidden / tp
-        ffn = gi * T * k * h + T * fe * (e * up + gi) * (k + spec.moe.shared_experts)
+        # routed experts see M_e permuted tokens of width f_e/etp on this rank (model/layer.py): with
+        # sequence parallelism and etp < tp a rank dispatches only its T/tp tokens, so its experts hold
+        # T·k·etp/tp of them, not T·k; shared experts are TP-sharded like a dense FFN
+        M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * min(1.0, plan.capacity_factor or 1.0)
+        fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
+        ffn = M_e * (gi * h + fe_e * (e * up + gi))
+        ffn += T * spec.moe.expert_ffn_hidden / tp * (e * up + gi) * spec.moe.shared_experts
     else:
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
     lin = T * h * r * (2 * e + 2 * gi + 2 * mask) + e * T * (a_l + 2 * g_l) * d + gi * T * a_l * d + ffn
