@@ -106,7 +106,7 @@ class MoeDispatcher(Enum):
     ALLTOALL: one all-to-all on the expert-parallel group, every routed copy sent directly
     (Megatron-Core --moe-token-dispatcher-type alltoall).
     DEEPEP: node-forwarded dispatch (DeepSeek-V3 sec. 3.2.2; DeepEP's normal kernels, Megatron-Core
-    --moe-token-dispatcher-type flex --moe-enable-deepep): a token crosses the network once per
+    --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep): a token crosses the network once per
     destination node, to the GPU of the same local index, which forwards its copies over NVLink."""
 
     ALLTOALL = "alltoall"

@@ -102,8 +102,9 @@ def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
     """Bytes of a layer's sequence-parallel all-gather relative to the activation dtype's: f/e when an
     FP8 run's stack gathers the FP8-cast linear inputs and output gradients (torchao float8 tensor
     parallel: the cast runs before the all-gather, torchao/float8/float8_tensor_parallel.py; torchtitan
-    docs/float8.md "float8 all-gather ... for TP (by default for Float8Linear)"), else 1. The LM head is
-    not an FP8 linear and keeps its all-gather in the activation dtype."""
+    docs/float8.md "float8 all-gather ... for TP (by default for Float8Linear)"), else 1. The LM head and
+    a MoE block (its router and token dispatch take the BF16 input) keep their all-gathers in the
+    activation dtype."""
     prec = plan.precision
     fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
     return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if fp8_run and sw.fp8_tp_all_gather and plan.sp else 1.0
@@ -215,12 +216,23 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     # --- per-layer communication (seconds per micro-batch) ---
     D_tp = T * spec.hidden * e
-    tp_point = _tp_layer_comm(D_tp, g_tp, plan.sp, tp_all_gather_scale(plan, sw)) if tp > 1 else 0.0
+    ag = tp_all_gather_scale(plan, sw)
+    # a layer's two TP points (attention, then MLP): an FP8 stack's all-gathers are FP8 where the
+    # point feeds FP8 linears, which a MoE block's dispatch is not (tp_all_gather_scale)
+    tp_points = {moe: (_tp_layer_comm(D_tp, g_tp, plan.sp, ag), _tp_layer_comm(D_tp, g_tp, plan.sp, 1.0 if moe else ag))
+                 if tp > 1 else (0.0, 0.0) for moe in costs}
+    # per-op selective recompute re-runs a layer's two sequence-parallel all-gathers (its reduce-scatter
+    # outputs are saved, op_sac.py)
+    tp_regather = {moe: collective_s(Collective.ALL_GATHER, D_tp * ag, g_tp)
+                   + collective_s(Collective.ALL_GATHER, D_tp * (1.0 if moe else ag), g_tp)
+                   if tp > 1 and plan.sp and plan.recompute is Recompute.SELECTIVE_OP else 0.0 for moe in costs}
     cmp = plan.compression
     none = CompressionMethod.NONE
     tp_codec = 0.0  # quantize + dequantize per TP communication point: compute, never hidden
     if cmp is not None and tp > 1:
-        tp_point, tp_codec = _compress(tp_point, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
+        for moe, (pa, pm) in tp_points.items():
+            pa, tp_codec = _compress(pa, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
+            tp_points[moe] = (pa, _compress(pm, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)[0])
     full_rc = plan.recompute is Recompute.FULL
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
     cp_step = 0.0
@@ -236,22 +248,24 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         pass (F) and in the backward pass (B, which includes the recomputed forward)."""
         c = costs[moe]
         rec = rfrac if full_rc else 0.0
-        # per-op selective recompute re-runs the two sequence-parallel all-gathers of a layer (its
-        # reduce-scatter outputs are saved, op_sac.py): about one all-gather + reduce-scatter point
-        rec_tp = 0.5 if plan.recompute is Recompute.SELECTIVE_OP and plan.sp else rec
-        tp_tot = tp_point * (2 + 2 * rec_tp + 2)
+        points = tp_points[moe]
+        tp_pass = sum(points)  # one pass's two points
+        regather = tp_regather[moe]
+        tp_rec = rec * tp_pass + regather  # recomputed forward: the full pass, or the re-gathers
+        tp_tot = 2 * tp_pass + tp_rec
         if tp_overlap:
             # forward points hide behind half the forward GEMMs each, backward ones behind dgrad+wgrad
             # (dgrad only when a zero-bubble schedule moves wgrad to a later W pass)
-            point_f = max(0.0, tp_point - c.gemm_fwd_s / 2)
+            tp_f = sum(max(0.0, p - c.gemm_fwd_s / 2) for p in points)
             bwd_hide = c.gemm_fwd_s if split else 2 * c.gemm_fwd_s
-            tp_f, tp_b = 2 * point_f, 2 * rec_tp * point_f + max(0.0, 2 * tp_point - bwd_hide)
+            tp_b = rec * tp_f + max(0.0, regather - c.gemm_fwd_s) + max(0.0, tp_pass - bwd_hide)
         else:
-            tp_f, tp_b = 2 * tp_point, (2 * rec_tp + 2) * tp_point
+            tp_f, tp_b = tp_pass, tp_rec + tp_pass
         # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
-        tp_f, tp_b = tp_f + rho * (2 * tp_point - tp_f), tp_b + rho * ((2 * rec_tp + 2) * tp_point - tp_b)
+        tp_f, tp_b = tp_f + rho * (tp_pass - tp_f), tp_b + rho * (tp_rec + tp_pass - tp_b)
+        rec_points = 2 * rec + (1.0 if regather else 0.0)  # a re-gather pair counts as one coded point
         tp_f += 2 * tp_codec
-        tp_b += (2 * rec_tp + 2) * tp_codec
+        tp_b += (rec_points + 2) * tp_codec
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core

@@ -71,9 +71,12 @@ def ep_ranks_per_node(cluster: Cluster, plan: Plan) -> int:
 
 
 def node_forwarded(cluster: Cluster, plan: Plan) -> bool:
-    """The dispatch is node-forwarded: DeepEP chosen and the EP group spans whole nodes."""
-    local = ep_ranks_per_node(cluster, plan)
-    return plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.ep > local and plan.ep % local == 0
+    """The dispatch is node-forwarded: DeepEP chosen and the EP group spans whole nodes, each holding
+    the same number of its ranks (else DEEPEP is priced as the direct all-to-all)."""
+    if plan.moe_dispatcher is not MoeDispatcher.DEEPEP or len(cluster.levels) < 2:
+        return False
+    node, local = cluster.levels[0].size, ep_ranks_per_node(cluster, plan)
+    return node % plan.expert_tp == 0 and plan.ep > local and plan.ep % local == 0
 
 
 def deepep_bytes(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float, nodes: int) -> tuple[float, float]:

@@ -26,7 +26,8 @@ MAX_ROWS = 20000  # timeline bars kept (the largest first); a step of a deep pip
 MAX_GPUS = 65536  # as plan re-ranking: the simulator's cost grows with the data-parallel group
 
 
-_GROUPS = {"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "dpz": "dp", "emb": "pp"}  # trace/builder.py Group roles
+_GROUPS = {"tp": "tp", "cp": "cp", "ep": "ep", "epx": "ep", "epl": "ep", "etp": "ep", "edp": "dp", "edpz": "dp",
+           "dp": "dp", "dpz": "dp", "emb": "pp", "mirror": "pp"}  # trace/builder.py Group roles
 
 
 def group_of(pg_name: str) -> str:

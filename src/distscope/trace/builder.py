@@ -235,6 +235,8 @@ class StepSpec:
         base = s * self.tp * self.cp * self.dp
         if kind is Group.EP:
             return f"ep:s{s}:e{et}:z{z}", tuple(base + et + et_n * (y + ep_n * z) for y in range(ep_n))
+        if kind in (Group.EPX, Group.EPL) and not self.ep_node:
+            raise DistscopeError(f"StepSpec: a {kind.value} collective needs ep_node > 0 ({self.degrees})")
         if kind is Group.EPL:
             lo = x - x % self.ep_node
             return f"epl:s{s}:e{et}:z{z}:n{lo}", tuple(base + et + et_n * (y + ep_n * z) for y in range(lo, lo + self.ep_node))

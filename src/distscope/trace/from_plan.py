@@ -156,11 +156,12 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             recomputes = full and (plan.recompute_layers == 0 or i < k_recompute)
             fh = c.gemm_fwd_s / 2 if tp_overlap else 0.0
             bh = (c.gemm_fwd_s / 2 if split else c.gemm_fwd_s) if tp_overlap else 0.0
-            fwd: list[CommOp] = _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag)
+            ag2 = 1.0 if moe else ag  # a MoE block's dispatch input is not an FP8 linear's (estimate.py)
+            fwd: list[CommOp] = _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag2)
             bwd: list[CommOp] = []
             if recomputes:
-                bwd += _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag)
-            bwd += _tp_point(D_tp, tp, sp, bh, ag) + _tp_point(D_tp, tp, sp, bh, ag)
+                bwd += _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag2)
+            bwd += _tp_point(D_tp, tp, sp, bh, ag) + _tp_point(D_tp, tp, sp, bh, ag2)
             if cp > 1:
                 kv = round(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e)
                 fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
