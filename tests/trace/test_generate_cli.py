@@ -142,3 +142,33 @@ def test_fp8_tensor_parallel_all_gathers_move_fp8_where_the_stack_does() -> None
     bf16 = Plan(dp=1, tp=8, sequence_parallel=True, micro_batch=1, precision=Precision.BF16)
     assert estimate(spec, shape, cluster, plan, software=titan).comm_total_s["tp"] < \
         estimate(spec, shape, cluster, bf16, software=titan).comm_total_s["tp"]
+
+
+@pytest.mark.parametrize("overlap", ["dp", "dp,tp"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_torchtitan_tensor_parallel_plans_simulate_as_estimated(overlap: str, precision: str) -> None:
+    """Per-op selective recompute's re-gathers and torchao's FP8 all-gathers are in the trace as the
+    estimator prices them: the simulated step equals the estimate (overlap interference ρ at 0)."""
+    from distscope.dtypes import Precision
+    from distscope.model import efficiency as eff
+    from distscope.model import estimate
+    from distscope.plan import Plan, Recompute
+    from distscope.scenario import parse_overlap
+    from distscope.sim.api import simulate_traces
+    from distscope.sim.cluster_network import ClusterNetwork
+    from distscope.software.presets import get_software
+    from distscope.system.presets import get_cluster
+    from distscope.trace.builder import build_traces
+    from distscope.trace.from_plan import step_spec
+    from distscope.validate.calibration import calibrated
+    from distscope.workload.catalog import get_model
+    from distscope.workload.training import TrainingShape
+
+    spec, shape, cluster = get_model("llama3-8b"), TrainingShape(seq_len=8192, global_batch=16), get_cluster("dgx-h100", 16)
+    plan = Plan(dp=2, tp=8, sequence_parallel=True, micro_batch=1, precision=Precision(precision), zero_stage=1,
+                distributed_optimizer=True, recompute=Recompute.SELECTIVE_OP, overlap=parse_overlap(overlap))
+    sw = get_software("torchtitan-2025")
+    with calibrated({**eff.CALIBRATION, "overlap_cost": 0.0}):
+        est = estimate(spec, shape, cluster, plan, software=sw)
+        traces = build_traces(step_spec(spec, shape, cluster, plan, software=sw), symmetric=True)
+    assert simulate_traces(traces, ClusterNetwork(cluster)).step_time_s == pytest.approx(est.step_time_s, rel=0.01)

@@ -135,6 +135,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
 
     costs, head = compute_costs(spec, b, s, plan, dev, sw)
     ag = tp_all_gather_scale(plan, sw)
+    regather = tp > 1 and sp and plan.recompute is Recompute.SELECTIVE_OP
     D_tp = round(T * spec.hidden * e)
     routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
     dispatch = _dispatch(spec, plan, cluster, T, e) if spec.moe is not None else ()
@@ -161,6 +162,9 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             bwd: list[CommOp] = []
             if recomputes:
                 bwd += _tp_point(D_tp, tp, sp, fh, ag) + _tp_point(D_tp, tp, sp, fh, ag2)
+            elif regather:  # per-op selective recompute re-gathers the two sequence-parallel inputs
+                bwd += _as_point([_tp_point(D_tp, tp, sp, 0.0, ag)[0], _tp_point(D_tp, tp, sp, 0.0, ag2)[0]],
+                                 c.gemm_fwd_s if tp_overlap else 0.0)
             bwd += _tp_point(D_tp, tp, sp, bh, ag) + _tp_point(D_tp, tp, sp, bh, ag2)
             if cp > 1:
                 kv = round(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e)
