@@ -104,7 +104,8 @@ def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int
     """Activations a layer keeps between its input-gradient pass (B) and its weight-gradient pass (W)
     when a zero-bubble schedule defers W (Qi et al. 2023, sec. 2.1 and Table 1: W needs only the
     inputs of the linear layers): QKV and FC1 inputs gi·T·h·r each, the projection input gi·T·a_l·d,
-    the FC2 input gi·T·f_l (routed experts: gi·M_e·f_e/etp, plus shared experts)."""
+    the FC2 input gi·T·f_l; a MoE layer's routed experts keep their own inputs, gi·M_e·(h + f_e/etp) over
+    the M_e tokens dispatched to them (activation_bytes_per_layer), and its shared experts gi·T·f_e/tp."""
     gi = plan.precision.gemm_dtype.bytes
     tp = plan.tp
     T = b * s / plan.cp
@@ -113,5 +114,7 @@ def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int
     if moe_layer:
         assert spec.moe is not None
         moe = spec.moe
-        return lin + gi * T * moe.top_k * moe.expert_ffn_hidden / tp + gi * T * moe.shared_experts * moe.expert_ffn_hidden / tp
+        M_e = (T * plan.expert_tp / tp if plan.sp else T) * moe.top_k * min(1.0, plan.capacity_factor or 1.0)
+        routed = gi * M_e * (spec.hidden + moe.expert_ffn_hidden / plan.expert_tp)
+        return lin + routed + gi * T * moe.shared_experts * moe.expert_ffn_hidden / tp
     return lin + gi * T * spec.ffn_hidden / tp
