@@ -7,8 +7,8 @@ GEMM time (roofline with a size-saturation term):
     m_half = κ · peak / hbm_Bps   (κ · the machine balance in FLOP/byte)
     t = max(2MNK / (peak · η), bytes(M,N,K) / (hbm_Bps · η_mem)) + t_kernel
 η_kernel is the largest matmul throughput measured on the device family and dtype over its peak
-(A100 bf16 0.87, H100 bf16 0.80, H100 fp8 0.71, B200 bf16 0.78, MI300X bf16 0.60: gemm.csv), so the
-model never exceeds what a kernel was measured to reach. N, K are the weight dims after tensor-
+(A100 bf16 0.87, H100 bf16 0.80, H100 fp8 0.71, B200 bf16 0.78, MI300X bf16 0.60, MI300X fp8 0.49:
+gemm.csv), so the model never exceeds what a kernel was measured to reach. N, K are the weight dims after tensor-
 parallel sharding, so a thin shard loses efficiency the way cuBLAS tiles do: a tile's arithmetic
 intensity grows with the reduction and output dims, and the dim at which it reaches the device's
 machine balance scales with peak/bandwidth (A100 fp16: 153 FLOP/B; H100 bf16: 295; H100 fp8: 591).
