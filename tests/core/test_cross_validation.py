@@ -28,7 +28,7 @@ def cv():  # type: ignore[no-untyped-def]
 def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     s = summary(cv.results, cv=True)
     assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
-    # measured 10.8% (in-sample with every row fitted: 9.4%); the issue's 10% CI bound is not met
+    # measured 10.75% (in-sample with every row fitted: 9.3%); the issue's 10% CI bound is not met
     assert s["cv_mape_pct"] <= 12.0
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
@@ -46,7 +46,7 @@ def test_shipped_calibration_in_sample() -> None:
     published = summary(validate_file(PUBLISHED))
     assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.65%
     evidence = summary(validate_file(EVIDENCE))
-    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 14.5  # measured 12.8%
+    assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 14.5  # measured 12.7%
 
 
 def test_pytorch_stack_is_fitted_only_from_pytorch_native_rows(cv) -> None:  # type: ignore[no-untyped-def]
@@ -63,9 +63,11 @@ def test_pytorch_stack_is_fitted_only_from_pytorch_native_rows(cv) -> None:  # t
 
 def test_fp8_speedups_are_those_of_real_stacks() -> None:
     """Measured end-to-end FP8/BF16 speed-ups of the clean pairs are 1.00-1.44 (not the ~1.8 of FP8
-    GEMMs alone); predicted 1.05-1.32, mean |predicted - measured| 0.065."""
+    GEMMs alone); predicted 1.05-1.28, mean |predicted - measured| 0.058; 13 of the 14
+    within 10% of the measured speed-up (E2 70B async TP is predicted 1.26 against 1.44)."""
     rows = {r.run_id: r for r in validate_file(EVIDENCE)}
-    diffs = []
+    diffs: list[float] = []
+    within = 0
     for rid, f in rows.items():
         m = re.fullmatch(r"(.+)-fp8", rid)
         b = rows.get(f"{m[1]}-bf16") if m else None
@@ -75,7 +77,9 @@ def test_fp8_speedups_are_those_of_real_stacks() -> None:
         measured = b.measured_step_time_s / f.measured_step_time_s
         assert 1.0 <= predicted <= 1.5, (rid, predicted)
         diffs.append(abs(predicted - measured))
-    assert len(diffs) >= 12 and statistics.fmean(diffs) <= 0.085
+        within += abs(predicted / measured - 1) <= 0.10
+    assert len(diffs) >= 12 and statistics.fmean(diffs) <= 0.075
+    assert within >= len(diffs) - 1
 
 
 def test_unknown_grouping_is_one_line() -> None:
