@@ -43,9 +43,6 @@ def _work(row) -> int:  # type: ignore[no-untyped-def]
 def test_simulation_matches_estimate(row) -> None:  # type: ignore[no-untyped-def]
     if not FULL and _work(row) > CI_WORK_LIMIT:
         pytest.skip(f"{_work(row)} micro-batch x layers; set DISTSCOPE_FULL_CONSISTENCY=1")
-    if row.zero_stage == 3 and row.software.zero3_grad_reduce_overlap and row.precision.value == "fp8":
-        pytest.xfail("the trace builder keeps FSDP's per-micro-batch gradient reduce-scatter after the backward, "
-                     "where the estimator hides it behind the backward of the layers before it")
     with calibrated({**eff.CALIBRATION, "overlap_cost": 0.0}):
         result = predict_row(row)
     assert result.plan is not None and result.predicted_step_time_s is not None, result.error

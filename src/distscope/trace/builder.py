@@ -105,7 +105,9 @@ class StageExtras:
     optimizer follow; param_gather follows the optimizer, or with param_gather_overlap runs alongside
     the step's first forward micro-step (the previous step's gather hidden behind forward).
     mb_gather is issued for every micro-batch (ZeRO-3 weight gathers): alongside its forward and
-    backward with mb_gather_overlap, else before its forward; mb_reduce follows its backward.
+    backward with mb_gather_overlap, else before its forward; mb_reduce follows its backward, and
+    mb_reduce_early (the gradients of all but the stage's last layer when the stack reduce-scatters
+    layer by layer behind the backward) starts with it.
     """
 
     optimizer_s: float = 0.0
@@ -117,6 +119,7 @@ class StageExtras:
     mb_gather: tuple[CommOp, ...] = ()
     mb_gather_overlap: bool = False
     mb_reduce: tuple[CommOp, ...] = ()
+    mb_reduce_early: tuple[CommOp, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -391,19 +394,22 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
     flush = SCHEDULE_TRAITS[spec.schedule].flush
     chunks_here = 2 if spec.placement is Placement.MIRROR and spec.pp > 1 else spec.vp
     last_grad: dict[tuple[int, int], int] = {}  # (chunk, layer) -> node of its last gradient pass
-    mb_pending: dict[int, list[int]] = {}  # micro-batch -> overlapped ZeRO-3 gathers to join
+    mb_pending: dict[int, list[int]] = {}  # micro-batch -> overlapped ZeRO-3 collectives to join
     early_start: int | None = None
     grad_steps = [n for n, st in enumerate(order) if st.kind is Pass.W or (st.kind is Pass.B and not st.split)]
     fwd_steps = [n for n, st in enumerate(order) if st.forward]
     first_of_last_grads = grad_steps[-min(chunks_here, len(grad_steps))]
     last_of_first_fwds = fwd_steps[min(chunks_here, len(fwd_steps)) - 1]
     first_fwd: dict[int, int] = {}
+    first_bwd: dict[int, int] = {}
     last_grad_of: dict[int, int] = {}
     for n, st in enumerate(order):
         if st.forward:
             first_fwd.setdefault(st.micro, n)
-        elif n in grad_steps:
-            last_grad_of[st.micro] = n
+        else:
+            first_bwd.setdefault(st.micro, n)
+            if n in grad_steps:
+                last_grad_of[st.micro] = n
     gather_pending: list[int] = []
     step_done: dict[int, int] = {}  # without a flush: step k -> the node its weight update ends with
 
@@ -482,6 +488,11 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
             recv(step)
         if partner is not None:  # DualPipe: an overlapped pair waits for both inputs
             recv(partner)
+        if first_bwd.get(step.micro) == n:
+            for k, op in enumerate(ex.mb_reduce_early):
+                nid = g.coll(op, f"zero3_{op.kind.value.lower()}{k}_early_mb{step.micro}", deps=g.here())
+                if nid is not None:
+                    mb_pending.setdefault(step.micro, []).append(nid)
         compute(n, step)
         if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
             g.joins.extend(gather_pending)

@@ -246,11 +246,18 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             # DualPipe: the two copies of these stages (ranks i and pp-1-i) sum their reduced gradients
             tied += (CommOp(group=Group.MIRROR, kind=AR, size_bytes=round(local_p * gbytes / shard)),)
         if per_mb_z3:
-            ags: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=AG, size_bytes=round(dense_p * wb / ndp)),)
-            rss: tuple[CommOp, ...] = (CommOp(group=Group.DPZ, kind=RS, size_bytes=round(dense_p * gbytes)),)
-            if expert_p:
-                ags += (CommOp(group=Group.EDPZ, kind=AG, size_bytes=round(expert_p * wb / nedp)),)
-                rss += (CommOp(group=Group.EDPZ, kind=RS, size_bytes=round(expert_p * gbytes)),)
+            # FSDP2 / Megatron-FSDP reduce-scatter each layer's gradients behind the backward of the layers
+            # before it: all but the stage's last layer's share start with the backward (as estimate.py)
+            late = 1.0 / max(sl.total, 1) if sw.zero3_grad_reduce_overlap and dp_overlap else 1.0
+            ags: tuple[CommOp, ...] = ()
+            rss: tuple[CommOp, ...] = ()
+            rss_early: tuple[CommOp, ...] = ()
+            for group, params, ways in ((Group.DPZ, dense_p, ndp), (Group.EDPZ, expert_p, nedp)):
+                if params:
+                    ags += (CommOp(group=group, kind=AG, size_bytes=round(params * wb / ways)),)
+                    rss += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * late)),)
+                    if late < 1:
+                        rss_early += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * (1 - late))),)
             extras.append(
                 StageExtras(
                     optimizer_s=opt_s,
@@ -258,6 +265,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                     mb_gather=ags + ags,
                     mb_gather_overlap=dp_overlap,
                     mb_reduce=rss,
+                    mb_reduce_early=rss_early,
                 )
             )
             continue
