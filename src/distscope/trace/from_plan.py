@@ -248,16 +248,16 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         if per_mb_z3:
             # FSDP2 / Megatron-FSDP reduce-scatter each layer's gradients behind the backward of the layers
             # before it: all but the stage's last layer's share start with the backward (as estimate.py)
-            late = 1.0 / max(sl.total, 1) if sw.zero3_grad_reduce_overlap and dp_overlap else 1.0
+            last_share = 1.0 / max(sl.total, 1) if sw.zero3_grad_reduce_overlap and dp_overlap else 1.0
             ags: tuple[CommOp, ...] = ()
             rss: tuple[CommOp, ...] = ()
             rss_early: tuple[CommOp, ...] = ()
             for group, params, ways in ((Group.DPZ, dense_p, ndp), (Group.EDPZ, expert_p, nedp)):
                 if params:
                     ags += (CommOp(group=group, kind=AG, size_bytes=round(params * wb / ways)),)
-                    rss += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * late)),)
-                    if late < 1:
-                        rss_early += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * (1 - late))),)
+                    rss += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * last_share)),)
+                    if last_share < 1:
+                        rss_early += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * (1 - last_share))),)
             extras.append(
                 StageExtras(
                     optimizer_s=opt_s,
