@@ -63,6 +63,9 @@ GRAND_TETON = dict(gpu="h100-hbm2e-96gb-500w", gpus_per_node=8, intra_node_GBps=
 DGX_H100 = dict(gpu="h100-sxm5-80gb", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
 H200_NODE = dict(gpu="h200-sxm-141gb", gpus_per_node=8, intra_node_GBps=450, inter_node_GBps_per_gpu=50)
 B200_NODE = dict(gpu="b200-sxm-180gb", gpus_per_node=8, intra_node_GBps=900, inter_node_GBps_per_gpu=50)
+# torchao's "8x power limited B200": the limit is not stated; an earlier revision of the same README table (same
+# figures) says "8xB100 GPUs", so the key models the HGX B100's 700 W envelope (system/data/devices.json)
+B200_700W_NODE = dict(B200_NODE, gpu="b200-sxm-180gb-700w")
 MI300X_NODE = dict(gpu="mi300x", gpus_per_node=8, intra_node_GBps=448, inter_node_GBps_per_gpu=50)
 LUMI_G = dict(gpu="mi250x-gcd", gpus_per_node=8, intra_node_GBps=50, inter_node_GBps_per_gpu=12.5)
 
@@ -223,8 +226,10 @@ for rid, node, bf, f8, extra in (
     ("E4-MI300X-8B", MI300X_NODE, 5376.5, 6166.0, "MI300X (torchao float8 README, pytorch 2.9.0.dev+rocm6.4, torchao "
      "0.13.0); rowwise 5891.0, rowwise_with_gw_hp 6100.0; intra_node_GBps 448 = 7 xGMI links x 64 GB/s per "
      "direction (secondary sources: 896 GB/s aggregate, 128 GB/s bidirectional per link; not in a primary AMD doc read)"),
-    ("E4-B200-8B", B200_NODE, 8307.5, 10417.0, "DEVICE-APPROX: 'power limited' B200 (torchao mx_formats README, pytorch "
-     "2.9.0.dev20250815, torchtitan 6fc499f); mxfp8_cublas 9969.0, mxfp8_cublas_rceil 9642.0, float8 rowwise 8640.5"),
+    ("E4-B200-8B", B200_700W_NODE, 8307.5, 10417.0, "DEVICE-APPROX: 'power limited' B200, limit not stated, "
+     "modelled at B100's 700 W (device key b200-sxm-180gb-700w; an earlier revision of the README table said "
+     "'8xB100') (torchao mx_formats README, pytorch 2.9.0.dev20250815, torchtitan 6fc499f); mxfp8_cublas 9969.0, "
+     "mxfp8_cublas_rceil 9642.0, float8 rowwise 8640.5"),
 ):
     for prec, tps in (("bf16", bf), ("fp8", f8)):
         row = dict(run_id=f"{rid}-{prec}", source=E4, **LLAMA3_8B, **AO_LAYOUT, precision=prec, **node,
