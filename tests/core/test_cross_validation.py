@@ -29,7 +29,7 @@ def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     s = summary(cv.results, cv=True)
     assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
     # measured 10.54% (in-sample with every row fitted: 9.1%); the 10% CI bound is not met
-    assert s["cv_mape_pct"] <= 12.0
+    assert s["cv_mape_pct"] <= 11.5
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
 
