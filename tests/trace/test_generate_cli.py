@@ -172,3 +172,27 @@ def test_torchtitan_tensor_parallel_plans_simulate_as_estimated(overlap: str, pr
         est = estimate(spec, shape, cluster, plan, software=sw)
         traces = build_traces(step_spec(spec, shape, cluster, plan, software=sw), symmetric=True)
     assert simulate_traces(traces, ClusterNetwork(cluster)).step_time_s == pytest.approx(est.step_time_s, rel=0.01)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1", "dualpipe"])
+def test_fsdp_gradient_reduce_scatter_starts_with_each_micro_batchs_backward(schedule: str) -> None:
+    """With layer-by-layer reduce-scatter (FSDP2 / Megatron-FSDP) every micro-batch's early share is in
+    the trace, including those whose first backward runs paired with a forward (DualPipe)."""
+    from distscope.plan import Plan, Schedule
+    from distscope.scenario import parse_overlap
+    from distscope.software.presets import get_software
+    from distscope.system.presets import get_cluster
+    from distscope.trace.builder import build_traces
+    from distscope.trace.from_plan import step_spec
+    from distscope.workload.catalog import get_model
+    from distscope.workload.training import TrainingShape
+
+    spec, shape, cluster = get_model("llama3-8b"), TrainingShape(seq_len=4096, global_batch=32), get_cluster("dgx-h100", 16)
+    plan = Plan(dp=4, pp=4, zero_stage=3, micro_batch=1, schedule=Schedule(schedule), overlap=parse_overlap("dp"))
+    traces = build_traces(step_spec(spec, shape, cluster, plan, software=get_software("megatron-core-2025")),
+                          symmetric=True)
+    micro_batches = shape.global_batch // (plan.dp * plan.micro_batch)
+    for graph in traces.graphs.values():
+        names = [node.name for node in graph.nodes]
+        assert sum(n.startswith("zero3_reduce_scatter0_early_mb") for n in names) == micro_batches
+        assert sum(n.startswith("zero3_reduce_scatter0_mb") for n in names) == micro_batches

@@ -488,11 +488,12 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
             recv(step)
         if partner is not None:  # DualPipe: an overlapped pair waits for both inputs
             recv(partner)
-        if first_bwd.get(step.micro) == n:
-            for k, op in enumerate(ex.mb_reduce_early):
-                nid = g.coll(op, f"zero3_{op.kind.value.lower()}{k}_early_mb{step.micro}", deps=g.here())
-                if nid is not None:
-                    mb_pending.setdefault(step.micro, []).append(nid)
+        for cand, k in ((step, n), (partner, n + 1)):  # a DualPipe pair may hold a micro-batch's first backward
+            if cand is not None and first_bwd.get(cand.micro) == k:
+                for j, op in enumerate(ex.mb_reduce_early):
+                    nid = g.coll(op, f"zero3_{op.kind.value.lower()}{j}_early_mb{cand.micro}", deps=g.here())
+                    if nid is not None:
+                        mb_pending.setdefault(cand.micro, []).append(nid)
         compute(n, step)
         if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
             g.joins.extend(gather_pending)
