@@ -110,6 +110,14 @@ def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
     return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if fp8_run and sw.fp8_tp_all_gather and plan.sp else 1.0
 
 
+def zero3_reduce_last_share(plan: Plan, sw: SoftwareProfile, layers: int) -> float:
+    """Share of a ZeRO-3 micro-batch's gradient reduce-scatter that must follow its backward: 1/layers
+    where the stack reduce-scatters each layer's gradients behind the backward of the layers before it
+    (FSDP2 / Megatron-FSDP; preset zero3_grad_reduce_overlap) and DP overlap is on, so only the stage's
+    last layer's is never hidden; else all of it. One rule for the estimator and the trace."""
+    return 1.0 / max(layers, 1) if sw.zero3_grad_reduce_overlap and Dim.DP in plan.overlap else 1.0
+
+
 def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, first: bool, last: bool, plan: Plan,
                             m: int, dev: Device, sw: SoftwareProfile) -> float:
     """FP8 weight casts of one GPU of a stage per step (model/fp8.py weight_cast_bytes over its linear
@@ -411,11 +419,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # critical path (the ZeRO-3 rows of Narayanan et al. 2021, Table 2 are only consistent
             # with that: their step time is max(compute, gathers) + reduce-scatter).
             z3_f = max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag
-            z3_rs_exp = z3_rs
-            if sw.zero3_grad_reduce_overlap and Dim.DP in plan.overlap:
-                # FSDP2 / Megatron-FSDP reduce-scatter each layer's gradients behind the backward of the
-                # layers before it; the last layer's (first in the model) is never hidden
-                z3_rs_exp = max(z3_rs / max(sl.total, 1), z3_rs - bwd)
+            z3_rs_exp = max(z3_rs * zero3_reduce_last_share(plan, sw, sl.total), z3_rs - bwd)
             z3_exp = z3_f + z3_rs_exp + rho * ((z3_ag - z3_f) + (z3_rs - z3_rs_exp))
             stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
         elif plan.zero_stage == 2:

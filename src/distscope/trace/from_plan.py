@@ -37,6 +37,7 @@ from distscope.model.estimate import (
     stage_params,
     tp_all_gather_scale,
     weight_gather_bytes,
+    zero3_reduce_last_share,
 )
 from distscope.model.moe import (
     A2A_OVERLAP_SM_FRACTION,
@@ -107,6 +108,13 @@ def _as_point(ops: list[CommOp], hide_s: float) -> list[CommOp]:
     if hide_s <= 0 or not ops:
         return ops
     return [dataclasses.replace(op, hide_s=hide_s if i == 0 else 0.0, with_previous=i > 0) for i, op in enumerate(ops)]
+
+
+def _split(group: Group, kind: CollKind, nbytes: float, late: float) -> tuple[tuple[CommOp, ...], tuple[CommOp, ...]]:
+    """A gradient reduction as (the part that starts early, the `late` share that waits for the end of
+    the backward); no early part when `late` is 1."""
+    early = (CommOp(group=group, kind=kind, size_bytes=round(nbytes * (1 - late))),) if late < 1 else ()
+    return early, (CommOp(group=group, kind=kind, size_bytes=round(nbytes * late)),)
 
 
 def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1,
@@ -246,18 +254,15 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             # DualPipe: the two copies of these stages (ranks i and pp-1-i) sum their reduced gradients
             tied += (CommOp(group=Group.MIRROR, kind=AR, size_bytes=round(local_p * gbytes / shard)),)
         if per_mb_z3:
-            # FSDP2 / Megatron-FSDP reduce-scatter each layer's gradients behind the backward of the layers
-            # before it: all but the stage's last layer's share start with the backward (as estimate.py)
-            last_share = 1.0 / max(sl.total, 1) if sw.zero3_grad_reduce_overlap and dp_overlap else 1.0
+            last_share = zero3_reduce_last_share(plan, sw, sl.total)
             ags: tuple[CommOp, ...] = ()
             rss: tuple[CommOp, ...] = ()
             rss_early: tuple[CommOp, ...] = ()
             for group, params, ways in ((Group.DPZ, dense_p, ndp), (Group.EDPZ, expert_p, nedp)):
                 if params:
                     ags += (CommOp(group=group, kind=AG, size_bytes=round(params * wb / ways)),)
-                    rss += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * last_share)),)
-                    if last_share < 1:
-                        rss_early += (CommOp(group=group, kind=RS, size_bytes=round(params * gbytes * (1 - last_share))),)
+                    pre, post = _split(group, RS, params * gbytes, last_share)
+                    rss_early, rss = rss_early + pre, rss + post
             extras.append(
                 StageExtras(
                     optimizer_s=opt_s,
@@ -277,10 +282,8 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         for group, params, ways in ((Group.DP, dense_p, ndp), (Group.EDP, expert_p, nedp)):
             if not params:
                 continue
-            grad = params * gbytes
-            if frac < 1:
-                early += (CommOp(group=group, kind=kind, size_bytes=round(grad * (1 - frac))),)
-            late += (CommOp(group=group, kind=kind, size_bytes=round(grad * frac)),)
+            pre, post = _split(group, kind, params * gbytes, frac)
+            early, late = early + pre, late + post
             if plan.shards_optimizer:
                 gather += (CommOp(group=group, kind=AG, size_bytes=round(params * wb / ways)),)
         extras.append(
