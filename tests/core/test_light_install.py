@@ -1,0 +1,116 @@
+"""The light main install (`pip install -e .`, no extras) in a fresh virtual environment.
+
+1. Every core module imports there: an import of a package that `[project.dependencies]` does not
+   declare fails this test (scipy once passed CI only because CI's environment happened to have it).
+2. Every concrete README example runs there and exits 0, except those that need an extra
+   (EXTRA_FOR): they exit 2 with one line that names the extra to install, never a traceback.
+
+The venv is created in a temporary directory on every run; pip installs from the configured index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.core.test_readme_examples import EXAMPLES, SKIP, SLOW, concrete
+
+ROOT = Path(__file__).resolve().parents[2]
+# example prefix -> the extra it needs, a regex alternative (its install hint must name it)
+EXTRA_FOR = {
+    "distscope trace generate": "chakra",
+    "distscope trace capture": "torch",
+    "distscope simulate traces/": "chakra",
+    "distscope simulate cap/": "chakra",
+    "distscope measure": "torch",
+    "distscope compress": "torch",
+    "distscope serve measure": "torch",
+    "distscope explore --model llama3-70b --cluster dgx-h100 --gpus 1024": "parquet|report",  # --out *.parquet, --plot
+}
+# modules that import an extra at module level, and the extra (everything else must import light)
+EXTRA_MODULES = {
+    "distscope.trace.chakra_io": "chakra",
+    "distscope.explore.ray_engine": "ray",
+}
+# the top-level modules each extra provides (mlc-chakra installs `chakra` and needs protobuf's `google`)
+EXTRA_TOP_LEVEL = {"chakra": ("chakra", "google"), "ray": ("ray",)}
+# packages whose modules need torch by design (measure/, compress/): their torch-free modules are
+# still imported; a torch ImportError there is expected
+TORCH_PACKAGES = ("distscope.measure.", "distscope.compress.")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def light_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = tmp_path_factory.mktemp("light") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-e", str(ROOT)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, f"pip install -e . failed:\n{r.stderr[-2000:]}"
+    return venv
+
+
+def _env(venv: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_", "HOME", "TMP"))}
+    return {**keep, "PATH": f"{venv / 'bin'}:/usr/bin:/bin", "DISTSCOPE_PROGRESS": "0"}
+
+
+IMPORT_ALL = """
+import importlib, pkgutil, sys, distscope
+bad = []
+for m in pkgutil.walk_packages(distscope.__path__, "distscope."):
+    try:
+        importlib.import_module(m.name)
+    except ImportError as exc:
+        bad.append(f"{m.name}\\t{exc.name}")
+print("\\n".join(bad))
+"""
+
+
+def test_core_imports_without_extras(light_venv: Path) -> None:
+    r = subprocess.run([str(light_venv / "bin" / "python"), "-c", IMPORT_ALL], capture_output=True, text=True,
+                       timeout=600, env=_env(light_venv), cwd=light_venv.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wrong = []
+    for line in filter(None, r.stdout.splitlines()):
+        module, missing = line.split("\t")
+        if module in EXTRA_MODULES and missing.split(".")[0] in EXTRA_TOP_LEVEL[EXTRA_MODULES[module]]:
+            continue
+        if module.startswith(TORCH_PACKAGES) and missing.split(".")[0] == "torch":
+            continue
+        wrong.append(f"{module}: No module named {missing!r}")
+    assert not wrong, "the light install cannot import:\n" + "\n".join(wrong)
+
+
+def test_readme_examples_on_the_light_install(light_venv: Path, tmp_path: Path) -> None:
+    for d in ("data", "docs", "examples"):
+        (tmp_path / d).symlink_to(ROOT / d)
+    ran, hinted = 0, 0
+    failures = []
+    for example in EXAMPLES:
+        argv = concrete(example)
+        if argv is None or any(example.startswith(s) for s in SKIP):
+            continue
+        extra = next((x for p, x in EXTRA_FOR.items() if example.startswith(p)), None)
+        if extra is None and any(example.startswith(s) for s in SLOW):
+            continue
+        r = subprocess.run([str(light_venv / "bin" / "distscope"), *argv[1:]], cwd=tmp_path, env=_env(light_venv),
+                           capture_output=True, text=True, timeout=600)
+        if extra is None:
+            ran += 1
+            if r.returncode != 0:
+                failures.append(f"{example}\n  exit {r.returncode}: {r.stderr.strip()[-600:]}")
+        elif r.returncode != 0:
+            hinted += 1
+            lines = r.stderr.strip().splitlines()
+            if (r.returncode != 2 or "Traceback" in r.stderr or len(lines) != 1
+                    or not re.search(rf"pip install .*distscope\[(?:{extra})\]", r.stderr)):
+                failures.append(f"{example}\n  needs [{extra}]: exit {r.returncode}, stderr: {r.stderr.strip()[-600:]}")
+    assert not failures, "README examples on the light install:\n" + "\n".join(failures)
+    assert ran >= 10 and hinted >= 3, (ran, hinted)
