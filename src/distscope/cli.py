@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback.
 
     Command-line usage errors (click's), unreadable files (OSError) and DistscopeError all print
-    `distscope: error: ...` on one line and exit 2. Anything else is a bug in distscope: one line
+    `distscope: error: ...` on one line and exit 2, as does a missing optional extra (torch for measure,
+    compress, trace capture and serve measure on the light install), with its install hint. Anything else
+    is a bug in distscope: one line
     `distscope: internal error: ...` and exit 3 (DISTSCOPE_DEBUG=1 re-raises it with its traceback).
     """
     try:
@@ -115,12 +117,61 @@ def main(argv: list[str] | None = None) -> None:
         name = exc.filename if exc.filename is not None else ""
         _fail(f"distscope: error: {name}{': ' if name else ''}{_one_line(exc.strerror or str(exc))}", 2)
     except Exception as exc:
+        hint = _missing_extra(exc, sys.argv[1:] if argv is None else argv)
+        if hint is not None:
+            _fail(hint, 2)
         if os.environ.get("DISTSCOPE_DEBUG"):
             raise
         _fail(f"distscope: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
               "(a bug: please report it; DISTSCOPE_DEBUG=1 shows the traceback)", 3)
     if isinstance(rv, int) and rv:
         sys.exit(rv)
+
+
+# Each optional extra's top-level module -> the extra that installs it (pyproject.toml). The modules that
+# import plotly, pyarrow, ray and chakra turn a missing one into their own DistscopeError hint; torch is
+# imported in many places inside the measure/compress/capture commands, so its hint is made here, once.
+_EXTRA_OF_MODULE = {"torch": "torch", "chakra": "chakra", "plotly": "report", "pyarrow": "parquet", "ray": "ray"}
+# The README's advice: torch's CPU build first, so pip never resolves a CUDA wheel.
+_TORCH_CPU = ("on a machine without a GPU, install torch's CPU build first, so pip never resolves a CUDA wheel: "
+              "pip install torch --index-url https://download.pytorch.org/whl/cpu")
+
+
+def _missing_extra(exc: BaseException, args: list[str]) -> str | None:
+    """The install hint for an optional extra's module that is not installed, or None for any other error."""
+    if not isinstance(exc, ModuleNotFoundError):
+        return None
+    module = (exc.name or "").split(".")[0]
+    extra = _EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return None
+    line = f"distscope: error: {_command_path(args)} needs {module}, which is not installed: pip install 'distscope[{extra}]'"
+    return f"{line} ({_TORCH_CPU})" if extra == "torch" else line
+
+
+def _command_path(args: list[str]) -> str:
+    """'`distscope measure collectives`' for the sub-command the arguments name, else 'this command'.
+
+    Read from the Typer apps' registrations: building the click command would evaluate every command's
+    annotations, which is more than an error message should depend on."""
+    words: list[str] = []
+    group: typer.Typer | None = app
+    try:
+        for a in args:
+            if group is None:
+                break
+            groups = {g.name: g.typer_instance for g in group.registered_groups}
+            commands = {c.name or getattr(c.callback, "__name__", "").replace("_", "-") for c in group.registered_commands}
+            if a in groups:
+                group = groups[a]
+            elif a in commands:
+                group = None
+            else:
+                break
+            words.append(a)
+    except AttributeError:  # a typer that keeps its registrations elsewhere
+        words = []
+    return f"`distscope {' '.join(words)}`" if words else "this command"
 
 
 def _given_value(param: object, args: list[str]) -> str:

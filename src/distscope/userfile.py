@@ -1,27 +1,35 @@
 """Reading and writing the files a user hands distscope: every failure is one DistscopeError line.
 
 A missing file, a directory, unreadable bytes, text that is not UTF-8, JSON that does not parse or
-is not the expected kind of value, and an unwritable output path all name the file and what is wrong
-with it (the CLI prints that line and exits 2), instead of an OSError/UnicodeDecodeError/JSONDecodeError
-traceback from deep inside a reader.
+is not the expected kind of value, CSV the csv module cannot split, and an unwritable output path all
+name the file and what is wrong with it (the CLI prints that line and exits 2), instead of an
+OSError/UnicodeDecodeError/JSONDecodeError/csv.Error traceback from deep inside a reader.
+
+Text loses a leading UTF-8 byte-order mark (spreadsheets and Windows editors write one), and CSV header
+names lose it and the spaces around them (`run_id, gpu` names `gpu`), here and nowhere else, so that no
+reader reports a column missing that the file has.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError
 
 _KIND: dict[type, str] = {dict: "object", list: "array"}
+_BOM = "\ufeff"
 
 
 def read_text(path: str | Path, what: str) -> str:
     """The file's UTF-8 text. `what` names the input in the message, e.g. 'profile' or 'CSV'."""
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8").removeprefix(_BOM)
     except UnicodeDecodeError as exc:
         raise DistscopeError(f"{what} {str(p)!r}: not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})") from None
     except IsADirectoryError:
@@ -47,6 +55,36 @@ def read_json(path: str | Path, what: str, expect: type | None = dict) -> Any:
         raise DistscopeError(f"{what} {str(path)!r}: expected a JSON {_KIND.get(expect, expect.__name__)}, "
                              f"got {type(data).__name__}")
     return data
+
+
+def header_names(names: Iterable[str | None]) -> list[str]:
+    """CSV column names as the user meant them: no byte-order mark, no surrounding white space."""
+    return [(n or "").replace(_BOM, "").strip() for n in names]
+
+
+def parse_csv(text: str, what: str, path: str | Path) -> tuple[list[str], list[tuple[int, dict[str | None, Any]]]]:
+    """The header (normalised by `header_names`) and each data row with the file line it ends on.
+
+    A row maps column name to cell; a short row's missing cells are None, a long row's extra cells are
+    a list under the key None (csv.DictReader's convention). Blank lines are skipped. No header at all
+    gives ([], []). A column named twice and text the csv module cannot split are one error line."""
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if reader.fieldnames is None:
+            return [], []
+        names = header_names(reader.fieldnames)
+        twice = sorted({n for n in names if n and names.count(n) > 1})
+        if twice:
+            raise DistscopeError(f"{what} {str(path)!r}: column {twice[0]!r} appears more than once in the header")
+        reader.fieldnames = names
+        return names, [(reader.line_num, row) for row in reader]
+    except csv.Error as exc:
+        raise DistscopeError(f"{what} {str(path)!r}: not a readable CSV ({exc})") from None
+
+
+def read_csv(path: str | Path, what: str) -> tuple[list[str], list[tuple[int, dict[str | None, Any]]]]:
+    """`parse_csv` of the file's text (`read_text`)."""
+    return parse_csv(read_text(path, what), what, path)
 
 
 def write_text(path: str | Path, text: str, what: str) -> None:

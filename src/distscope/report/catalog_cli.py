@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from distscope.dtypes import DType
 from distscope.report.console import out
 
 
@@ -25,7 +26,6 @@ def models_cmd() -> None:
 
 def clusters_cmd() -> None:
     """List the cluster presets and the device catalog."""
-    from distscope.system.device import device_names, get_device
     from distscope.system.presets import cluster_names, get_cluster
 
     t = Table(title="Cluster presets (use with --cluster; scale with --gpus, override with --link)")
@@ -37,12 +37,30 @@ def clusters_cmd() -> None:
                        + (" NVLS" if x.nvls_efficiency else "") for x in cl.levels)
         t.add_row(k, cl.device.name, lv, str(cl.num_gpus))
     out.print(t)
-    d = Table(title="Devices (dense peak TFLOP/s, HBM)")
-    for c in ("key", "fp32", "tf32", "fp16", "bf16", "fp8", "HBM GiB", "HBM GB/s"):
+    d = Table(title="Devices (dense peak TFLOP/s, TOPS for int8/int4; — = unsupported; HBM)")
+    header, rows = device_rows()
+    for c in header:
         d.add_column(c)
+    for r in rows:
+        d.add_row(*r)
+    out.print(d)
+
+
+# One column per dtype, always in this order: a device that lacks a dtype shows "—" in its column, so no
+# value can slide into its neighbour's column.
+_PEAK_COLUMNS = (DType.FP32, DType.TF32, DType.FP16, DType.BF16, DType.FP8, DType.FP4, DType.INT8, DType.INT4)
+
+
+def device_rows() -> tuple[list[str], list[list[str]]]:
+    """The device table's header and rows: key, peak per dtype (T of FLOP/s or OPS), HBM GiB, usable GiB
+    (the driver's total, which plans must fit in), HBM GB/s."""
+    from distscope.system.device import device_names, get_device
+
+    header = ["key", *(x.value for x in _PEAK_COLUMNS), "HBM GiB", "usable GiB", "HBM GB/s"]
+    rows = []
     for k in device_names():
         dev = get_device(k)
         peaks = dict(dev.peak_flops)
-        d.add_row(k, *[f"{peaks[x] / 1e12:g}" if peaks.get(x) else "—" for x in sorted(peaks, key=list(peaks).index)],
-                  f"{dev.hbm_bytes / 2**30:g}", f"{dev.hbm_Bps / 1e9:g}")
-    out.print(d)
+        rows.append([k, *(f"{peaks[x] / 1e12:g}" if peaks.get(x) else "—" for x in _PEAK_COLUMNS),
+                     f"{dev.hbm_bytes / 2**30:g}", f"{dev.usable_bytes / 2**30:.4g}", f"{dev.hbm_Bps / 1e9:g}"])
+    return header, rows

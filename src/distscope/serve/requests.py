@@ -8,7 +8,6 @@ Draws are deterministic for a seed (numpy's PCG64).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import enum
 import json
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from distscope.errors import DistscopeError
-from distscope.userfile import read_text
+from distscope.userfile import parse_csv, read_text
 
 MAX_REQUESTS = 500_000  # ~10 s of simulation on one core
 
@@ -123,10 +122,13 @@ def read_trace(path: str) -> tuple[tuple[float, int, int], ...]:
                 if not isinstance(obj, dict):
                     raise DistscopeError(f"--trace={path!r} line {i}: not a JSON object")
                 rows.append({"_line": i, **obj})
-    else:
-        reader = csv.DictReader(text.splitlines())
-        for i, r in enumerate(reader, 2):
-            rows.append({"_line": i, **r})
+    else:  # header names normalised (byte-order mark, spaces) in userfile.parse_csv, as for every CSV
+        for i, cells in parse_csv(text, "--trace", path)[1]:
+            extra = [x for x in cells.get(None) or [] if (x or "").strip()]  # cells past the header's last column
+            if extra:
+                raise DistscopeError(f"--trace={path!r} line {i}: more cells than the header has columns "
+                                     f"(extra: {', '.join(repr(x) for x in extra[:3])})")
+            rows.append({"_line": i, **{k: v for k, v in cells.items() if k is not None}})
     if not rows:
         raise DistscopeError(f"--trace={path!r}: no requests (need a header with arrival_s, input_len, output_len)")
     out: list[tuple[float, int, int]] = []

@@ -25,16 +25,14 @@ the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then
 from __future__ import annotations
 
 import builtins
-import csv
 import dataclasses
-import io
 from pathlib import Path
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.plan import AttentionImpl, Dim, MoeDispatcher, Recompute, Schedule
 from distscope.software.presets import SoftwareProfile, from_framework, get_software
-from distscope.userfile import read_text
+from distscope.userfile import read_csv
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 REQUIRED = (
@@ -207,6 +205,11 @@ def parse_row(row: dict[str, str], line: int) -> Row:
     for col in REQUIRED:
         if col not in row:
             raise DistscopeError(f"run_id={rid}: column {col} is missing")
+    # csv.DictReader files cells past the header's last column under None: a stray comma shifts cells.
+    extra = [x for k, cells in row.items() if k is None for x in cells if (x or "").strip()]
+    if extra:
+        raise DistscopeError(f"run_id={rid}: line {line} has more cells than the header has columns "
+                             f"(extra: {', '.join(repr(x) for x in extra[:3])}); quote cells that hold a comma")
     overlap: frozenset[Dim] | None = None
     if not c.auto("overlap"):
         items = [x.strip().lower() for x in c.raw("overlap").split(",") if x.strip()]
@@ -284,15 +287,14 @@ def parse_row(row: dict[str, str], line: int) -> Row:
 
 
 def read_rows(path: str | Path) -> list[tuple[int, dict[str, str]]]:
-    """Raw rows with their line numbers; a file that is not a readable CSV is one clear error."""
-    text = read_text(path, "CSV")
-    try:
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        if reader.fieldnames is None:
-            raise DistscopeError(f"{path}: empty CSV")
-        missing = [c for c in REQUIRED if c not in reader.fieldnames]
-        if missing:
-            raise DistscopeError(f"{path}: missing columns {', '.join(missing)}")
-        return [(i + 2, r) for i, r in enumerate(reader)]
-    except csv.Error as exc:
-        raise DistscopeError(f"{path}: not a readable CSV ({exc})") from None
+    """Raw rows with their line numbers; a file that is not a readable CSV is one clear error.
+
+    Header names are normalised in userfile.parse_csv (a byte-order mark or spaces around a name are
+    not part of it)."""
+    names, rows = read_csv(path, "CSV")
+    if not names:
+        raise DistscopeError(f"{path}: empty CSV")
+    missing = [c for c in REQUIRED if c not in names]
+    if missing:
+        raise DistscopeError(f"{path}: missing columns {', '.join(missing)}")
+    return rows  # type: ignore[return-value]  # the None key (extra cells) is checked in parse_row

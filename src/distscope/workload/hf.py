@@ -2,42 +2,101 @@
 
 Only the architecture fields are read; no weights are loaded. Qwen2's q/k/v biases (3·(h + 2·g·d) per
 layer, < 0.01% of parameters) are not modelled.
+
+Every field read is checked before use: a size must be a JSON integer >= 1 (an integral float such as
+4096.0 is accepted; 4096.7, true, "4096", NaN and Infinity are not), a flag must be true or false. A bad
+field is one DistscopeError line naming the file, the field and the value, never a truncated number.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError
+from distscope.userfile import read_text
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 _SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
+# Sizes above 2**53 are not exact as floats, which is what the estimator computes in.
+_MAX_INT = 2**53
+
+
+def _show(v: Any) -> str:
+    """The value as the file spells it (JSON), short."""
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(cfg: dict[str, Any], path: str, key: str) -> int | None:
+    """The field as a positive integer, or None when it is absent or null."""
+    v = cfg.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise DistscopeError(f"{path}: {key}={_show(v)} must be a positive integer")
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        raise DistscopeError(f"{path}: {key}={_show(v)} must be a positive integer (not a fraction, NaN or Infinity)")
+    if not 1 <= v <= _MAX_INT:
+        raise DistscopeError(f"{path}: {key}={_show(v)} must be an integer in 1..2**53")
+    return int(v)
 
 
 def _req(cfg: dict[str, Any], path: str, *keys: str) -> int:
+    """The first of `keys` that is present (not null), as a positive integer."""
     for k in keys:
-        if cfg.get(k) is not None:
-            return int(cfg[k])
+        v = _int(cfg, path, k)
+        if v is not None:
+            return v
     raise DistscopeError(f"{path}: missing field {' or '.join(keys)}")
+
+
+def _opt(cfg: dict[str, Any], path: str, key: str, default: int) -> int:
+    v = _int(cfg, path, key)
+    return default if v is None else v
+
+
+def _flag(cfg: dict[str, Any], path: str, key: str, default: bool) -> bool:
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise DistscopeError(f"{path}: {key}={_show(v)} must be true or false")
+    return v
+
+
+def _read(path: str, p: Path) -> dict[str, Any]:
+    text = read_text(p, "Hugging Face config.json")  # missing, a directory, not UTF-8: one line naming the file
+    try:
+        cfg = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise DistscopeError(f"model={path!r}: cannot read a Hugging Face config.json ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise DistscopeError(f"model={path!r}: a Hugging Face config.json holds a JSON object, got {type(cfg).__name__}")
+    return cfg
 
 
 def load_hf_config(path: str) -> ModelSpec:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        cfg = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DistscopeError(f"model={path!r}: cannot read a Hugging Face config.json ({exc})") from None
-    kind = str(cfg.get("model_type", ""))
+    cfg = _read(path, p)
+    kind = cfg.get("model_type", "")
+    if not isinstance(kind, str):
+        raise DistscopeError(f"{path}: model_type={_show(kind)} must be a string; supported: {', '.join(_SUPPORTED)}")
     name = p.parent.name or p.stem
+    context = _int(cfg, path, "max_position_embeddings")  # the context window (0 = not stated)
     if kind == "gpt2":
         h = _req(cfg, path, "n_embd")
+        heads = _req(cfg, path, "n_head")
         return ModelSpec(
-            name=name, layers=_req(cfg, path, "n_layer"), hidden=h, heads=_req(cfg, path, "n_head"),
-            kv_heads=_req(cfg, path, "n_head"), ffn_hidden=int(cfg.get("n_inner") or 4 * h),
+            name=name, layers=_req(cfg, path, "n_layer"), hidden=h, heads=heads,
+            kv_heads=heads, ffn_hidden=_opt(cfg, path, "n_inner", 4 * h),
             vocab=_req(cfg, path, "vocab_size"), ffn=FfnKind.GELU, position=PositionKind.LEARNED,
             norm=NormKind.LAYERNORM, bias=True, tied_embeddings=True,
             max_positions=_req(cfg, path, "n_positions", "n_ctx"), source=str(p),
@@ -47,14 +106,15 @@ def load_hf_config(path: str) -> ModelSpec:
     heads = _req(cfg, path, "num_attention_heads")
     common: dict[str, Any] = dict(
         name=name, layers=_req(cfg, path, "num_hidden_layers"), hidden=_req(cfg, path, "hidden_size"),
-        heads=heads, kv_heads=int(cfg.get("num_key_value_heads") or heads),
+        heads=heads, kv_heads=_opt(cfg, path, "num_key_value_heads", heads),
         ffn_hidden=_req(cfg, path, "intermediate_size"), vocab=_req(cfg, path, "vocab_size"),
-        head_dim=int(cfg.get("head_dim") or 0), source=str(p),
+        head_dim=_opt(cfg, path, "head_dim", 0), max_positions=context or 0, source=str(p),
     )
+    tied = _flag(cfg, path, "tie_word_embeddings", False)
     if kind == "gpt_neox":
         return ModelSpec(
             **common, ffn=FfnKind.GELU, position=PositionKind.ROPE, norm=NormKind.LAYERNORM, bias=True,
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            tied_embeddings=tied,
         )
     moe = None
     if kind == "mixtral":
@@ -64,5 +124,5 @@ def load_hf_config(path: str) -> ModelSpec:
         )
     return ModelSpec(
         **common, ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False,
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), moe=moe,
+        tied_embeddings=tied, moe=moe,
     )
