@@ -8,7 +8,6 @@ import pytest
 
 from distscope.comm import Collective, collective_s, group_net
 from distscope.measure.calibrate import fit_alpha_beta
-from distscope.measure.ops import CollectiveOp
 from distscope.measure.profile import OpFit, SystemProfile, save_profile
 from distscope.system import get_cluster
 from distscope.system.calibrated import apply_profile
@@ -20,7 +19,7 @@ def _profile(alpha: float, beta: float, nranks: int, level: str = "nvlink") -> S
     fit = fit_alpha_beta(sizes, [alpha + beta * s for s in sizes])
     of = OpFit(alpha_s=fit.alpha_s, beta_s_per_byte=fit.beta_s_per_byte, max_rel_err=0.0, n_points=len(sizes),
                min_bytes=sizes[0], max_bytes=sizes[-1], nranks=nranks, dtype="bf16")
-    return SystemProfile(name="measured", levels={level: {CollectiveOp.ALL_REDUCE: of}}, source="synthetic sweep")
+    return SystemProfile(name="measured", levels={level: {Collective.ALL_REDUCE: of}}, source="synthetic sweep")
 
 
 def test_profiled_allreduce_is_priced_as_measured() -> None:

@@ -8,8 +8,8 @@ from collections import Counter
 
 from measure_support import SCRIPTS, env, torchrun
 
+from distscope.comm.collective import Collective as Op
 from distscope.measure.calls import load_calls
-from distscope.measure.ops import CollectiveOp as Op
 
 
 def test_capture_all_apis(tmp_path):

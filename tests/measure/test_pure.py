@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.measure.calibrate import calibrate, fit_alpha_beta
 from distscope.measure.calls import CommCall
 from distscope.measure.groups import GroupLabeler, parse_dim_map
 from distscope.measure.nccl_tests import parse_nccl_tests
-from distscope.measure.ops import CollectiveOp, bandwidths_GBps, busbw_factor
 from distscope.measure.profile import alpha_beta, load_profile, save_profile
 from distscope.measure.result import CollectiveResult, load_results, save_results
 from distscope.measure.straggler import find_stragglers
@@ -24,23 +24,28 @@ DATA = Path(__file__).parent / "data"
 
 
 def test_busbw_factors_follow_nccl_tests():
-    assert busbw_factor(CollectiveOp.ALL_REDUCE, 8) == pytest.approx(14 / 8)
-    for op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
-        assert busbw_factor(op, 4) == pytest.approx(0.75)
-    for op in (CollectiveOp.BROADCAST, CollectiveOp.SEND_RECV, CollectiveOp.REDUCE):
-        assert busbw_factor(op, 4) == 1.0
-    alg, bus = bandwidths_GBps(CollectiveOp.ALL_REDUCE, 10**9, 0.5, 4)
+    assert Collective.ALL_REDUCE.busbw_factor(8) == pytest.approx(14 / 8)
+    for op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
+        assert op.busbw_factor(4) == pytest.approx(0.75)
+    for op in (Collective.BROADCAST, Collective.SEND_RECV, Collective.REDUCE):
+        assert op.busbw_factor(4) == 1.0
+    # ops the model does not price keep factor 1, as measure reported them before the enums were merged
+    for op in (Collective.SEND, Collective.RECV, Collective.GATHER, Collective.SCATTER, Collective.BARRIER):
+        assert op.busbw_factor(4) == 1.0
+    alg, bus = Collective.ALL_REDUCE.bandwidths_GBps(10**9, 0.5, 4)
     assert (alg, bus) == pytest.approx((2.0, 3.0))
+    with pytest.raises(DistscopeError, match="nranks=0"):
+        Collective.ALL_REDUCE.busbw_factor(0)
 
 
 def test_op_parse_accepts_aliases_and_rejects_typos():
-    assert CollectiveOp.parse("all_reduce_perf") is CollectiveOp.ALL_REDUCE
-    assert CollectiveOp.parse("reduce_scatter_tensor") is CollectiveOp.REDUCE_SCATTER
+    assert Collective.parse("all_reduce_perf") is Collective.ALL_REDUCE
+    assert Collective.parse("reduce_scatter_tensor") is Collective.REDUCE_SCATTER
     with pytest.raises(DistscopeError, match=r"allreduc.*closest: all_reduce"):
-        CollectiveOp.parse("allreduc")
+        Collective.parse("allreduc")
 
 
-def _result(op=CollectiveOp.ALL_REDUCE, size=1024, t=1e-3, **kw):
+def _result(op=Collective.ALL_REDUCE, size=1024, t=1e-3, **kw):
     return CollectiveResult(
         op=op,
         bytes=size,
@@ -56,7 +61,7 @@ def _result(op=CollectiveOp.ALL_REDUCE, size=1024, t=1e-3, **kw):
 
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
 def test_results_round_trip(tmp_path, suffix):
-    rs = [_result(), _result(CollectiveOp.ALL_GATHER, 4096, 2e-3, in_place=True, level="node")]
+    rs = [_result(), _result(Collective.ALL_GATHER, 4096, 2e-3, in_place=True, level="node")]
     save_results(rs, tmp_path / f"r{suffix}")
     assert load_results(tmp_path / f"r{suffix}") == rs
     if suffix == ".json":
@@ -68,7 +73,7 @@ def test_results_round_trip(tmp_path, suffix):
 def test_result_rejects_inconsistent_times():
     with pytest.raises(DistscopeError, match="min <= median <= max"):
         CollectiveResult(
-            op=CollectiveOp.ALL_REDUCE,
+            op=Collective.ALL_REDUCE,
             bytes=8,
             dtype="float32",
             nranks=2,
@@ -84,7 +89,7 @@ def test_nccl_tests_parser_reads_both_column_groups():
     oop = [r for r in rs if not r.in_place]
     ip = [r for r in rs if r.in_place]
     assert len(oop) == len(ip) == 10
-    assert {r.op for r in rs} == {CollectiveOp.ALL_REDUCE} and {r.nranks for r in rs} == {8}
+    assert {r.op for r in rs} == {Collective.ALL_REDUCE} and {r.nranks for r in rs} == {8}
     assert {r.dtype for r in rs} == {"float32"} and {r.iters for r in rs} == {20}
     big = oop[-1]
     assert big.bytes == 1073741824 and big.time_s == pytest.approx(5244.18e-6)
@@ -96,7 +101,7 @@ def test_nccl_tests_parser_infers_nranks_from_busbw_and_checks_op():
     text = "\n".join(ln for ln in (DATA / "all_reduce_perf_8xH100.txt").read_text().splitlines() if "Rank" not in ln)
     assert {r.nranks for r in parse_nccl_tests(text)} == {8}
     with pytest.raises(DistscopeError, match="does not match op=all_gather"):
-        parse_nccl_tests(text, op=CollectiveOp.ALL_GATHER, nranks=8)
+        parse_nccl_tests(text, op=Collective.ALL_GATHER, nranks=8)
     with pytest.raises(DistscopeError, match="no result rows"):
         parse_nccl_tests("# all_reduce_perf\n# nothing\n")
 
@@ -118,16 +123,16 @@ def test_fit_recovers_exact_alpha_beta_and_relative_weighting():
 def test_calibrate_nccl_tests_into_profile_and_back(tmp_path):
     rs = parse_nccl_tests((DATA / "all_reduce_perf_8xH100.txt").read_text(), level="nvlink")
     prof = calibrate(rs, name="dgx-h100", device="H100", source="sample")
-    fit = prof.levels["nvlink"][CollectiveOp.ALL_REDUCE]
+    fit = prof.levels["nvlink"][Collective.ALL_REDUCE]
     assert fit.n_points == 10 and fit.nranks == 8
     assert fit.alpha_s == pytest.approx(24.6e-6, rel=0.05)
-    assert fit.busbw_GBps(CollectiveOp.ALL_REDUCE) == pytest.approx(360, rel=0.05)
+    assert fit.busbw_GBps(Collective.ALL_REDUCE) == pytest.approx(360, rel=0.05)
     assert 0 < fit.max_rel_err < 0.35  # the sample's <1 MB rows are 30% slower than the line
     save_profile(prof, tmp_path / "p.json")
     back = load_profile(tmp_path / "p.json")
     assert back == prof
     ab = alpha_beta(back, "nvlink")
-    assert ab[CollectiveOp.ALL_REDUCE] == (fit.alpha_s, fit.beta_s_per_byte)
+    assert ab[Collective.ALL_REDUCE] == (fit.alpha_s, fit.beta_s_per_byte)
     with pytest.raises(DistscopeError, match=r"level='nvlnk'.*closest: nvlink"):
         alpha_beta(back, "nvlnk")
     (tmp_path / "bad.json").write_text('{"schema": "other"}')
@@ -135,7 +140,7 @@ def test_calibrate_nccl_tests_into_profile_and_back(tmp_path):
         load_profile(tmp_path / "bad.json")
 
 
-def _call(rank, seq, start, op=CollectiveOp.ALL_REDUCE, step=0, dim="dp", size=64):
+def _call(rank, seq, start, op=Collective.ALL_REDUCE, step=0, dim="dp", size=64):
     return CommCall(
         rank=rank,
         op=op,
@@ -167,16 +172,16 @@ def test_summary_and_per_step_bytes():
     calls = [
         _call(0, 0, 1.0, step=0, size=100),
         _call(0, 1, 2.0, step=1, size=100),
-        _call(0, 2, 2.5, op=CollectiveOp.SEND, step=1, dim="pp", size=7),
+        _call(0, 2, 2.5, op=Collective.SEND, step=1, dim="pp", size=7),
         _call(1, 0, 1.0, size=100),
     ]
     assert bytes_per_op_dim(calls, rank=0, step=1) == {
-        (CollectiveOp.ALL_REDUCE, "dp"): 100,
-        (CollectiveOp.SEND, "pp"): 7,
+        (Collective.ALL_REDUCE, "dp"): 100,
+        (Collective.SEND, "pp"): 7,
     }
     rows, per_dim = summarize(calls)
     assert per_dim == {"dp": 300, "pp": 7}
-    assert [(r.op, r.calls, r.ranks) for r in rows if r.dim == "dp"] == [(CollectiveOp.ALL_REDUCE, 3, 2)]
+    assert [(r.op, r.calls, r.ranks) for r in rows if r.dim == "dp"] == [(Collective.ALL_REDUCE, 3, 2)]
 
 
 def test_dim_map_and_labeler():

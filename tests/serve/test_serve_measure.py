@@ -1,6 +1,6 @@
 """Ground truth on this machine: the examples' GPT served on CPU by a real continuous-batching loop with
 Poisson arrivals; `serve simulate`'s engine, fed this machine's iteration costs, must predict the
-measured p50 TTFT and p50 TPOT within 20% (issue 11, item 6; CI asserts CI_BOUND_PCT, below). ~15 s."""
+measured p50 TTFT and p50 TPOT within 20% (issue 11, item 6), plus the noise the test measures. ~30 s."""
 
 import pytest
 
@@ -8,22 +8,25 @@ torch = pytest.importorskip("torch")
 
 from distscope.serve.measure import MeasureConfig, measure_and_predict  # noqa: E402
 
-# The issue's target is 20% on both p50 TTFT and p50 TPOT; it holds on a quiet host. On the shared
-# 2-core CI host the measured TTFT moves with load from elsewhere: full runs on 2026-11-24 measured
-# -21.4%, -31.8% and -27.6% (TPOT within 9%). CI asserts 35%, a regression bound, on the better of up
-# to two independent measurements (the second is taken only when the first misses).
-CI_BOUND_PCT = 35.0
+# The issue's target is 20% on both p50 TTFT and p50 TPOT; it holds on a quiet host. On the shared 2-core
+# CI host load from elsewhere moves both the served run and the iteration profile the prediction reads
+# (full runs on 2026-11-24 measured TTFT -21.4%, -31.8% and -27.6%; on 2026-11-25 three runs measured
+# TTFT -14.6/-13.2/-14.4% and TPOT -19.0/-2.9/+0.8%, the -19.0% in the run whose iteration timings
+# spread 23% about their medians, against 5% in the others). So the test measures that noise: it runs
+# twice and allows, beyond the target, how far the two runs' errors differ and the larger of their
+# iteration-timing spreads (the profile's median |t - median| / median, in percent).
+TARGET_PCT = 20.0
+METRICS = ("ttft_s_p50", "tpot_s_p50")
 
 
 def test_simulator_predicts_the_served_gpt() -> None:
     cfg = MeasureConfig(rate_per_s=6.0, requests=40, input_len=32, output_len=16, max_batch=8, layers=4, hidden=256, heads=4)
-    attempts = []
-    for _ in range(2):
-        res = measure_and_predict(cfg)
-        m, p = res["measured"], res["predicted"]
-        assert m["throughput_out_tok_s"] > 0 and p["ttft_s_p50"] > 0
-        err = res["error_pct"]
-        attempts.append({k: round(err[k], 1) for k in ("ttft_s_p50", "tpot_s_p50")})
-        if abs(err["ttft_s_p50"]) <= CI_BOUND_PCT and abs(err["tpot_s_p50"]) <= CI_BOUND_PCT:
-            return
-    raise AssertionError(f"p50 TTFT / TPOT error beyond {CI_BOUND_PCT:.0f}% in both measurements: {attempts}")
+    runs = [measure_and_predict(cfg) for _ in range(2)]
+    for res in runs:
+        assert res["measured"]["throughput_out_tok_s"] > 0 and res["predicted"]["ttft_s_p50"] > 0
+    spread_pct = 100.0 * max(res["iteration_profile"]["spread"] for res in runs)
+    for k in METRICS:
+        e1, e2 = (res["error_pct"][k] for res in runs)
+        bound = TARGET_PCT + abs(e1 - e2) + spread_pct
+        print(f"{k}: errors {e1:+.1f}% / {e2:+.1f}%, iteration spread {spread_pct:.1f}%, bound {bound:.1f}%")
+        assert (abs(e1) + abs(e2)) / 2 <= bound, (k, e1, e2, spread_pct)

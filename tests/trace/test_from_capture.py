@@ -96,7 +96,7 @@ def test_a_gap_after_the_collective_completed_is_python_time() -> None:
 
 
 def test_simulated_step_replays_compute_and_prices_communication() -> None:
-    from distscope.measure.ops import CollectiveOp
+    from distscope.comm.collective import Collective
     from distscope.measure.profile import OpFit, SystemProfile
     from distscope.sim.api import simulate_traces
     from distscope.sim.profile_network import ProfileNetwork
@@ -106,8 +106,8 @@ def test_simulated_step_replays_compute_and_prices_communication() -> None:
                       group_labels=caps[0].labels)
     fit = dict(max_rel_err=0.0, n_points=2, min_bytes=1, max_bytes=2, nranks=2, dtype="float32")
     prof = SystemProfile(name="p", levels={"default": {
-        CollectiveOp.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
-        CollectiveOp.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        Collective.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        Collective.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
     }})
     res = simulate_traces(traces, ProfileNetwork(prof))
     compute = sum(n.duration_s for n in caps[0].graph.nodes if n.kind is NodeKind.COMP)
@@ -168,7 +168,7 @@ def test_simulate_starts_a_captures_ranks_at_their_measured_offsets(tmp_path, ca
     import json
 
     from distscope.cli import main
-    from distscope.measure.ops import CollectiveOp
+    from distscope.comm.collective import Collective
     from distscope.measure.profile import OpFit, SystemProfile, save_profile
     from distscope.trace.capture_files import CaptureSummary
     from distscope.trace.chakra_io import write_rank
@@ -178,8 +178,8 @@ def test_simulate_starts_a_captures_ranks_at_their_measured_offsets(tmp_path, ca
         write_rank(tmp_path / f"step.{r}.et", c.graph, c.groups, c.labels)
     fit = dict(max_rel_err=0.0, n_points=2, min_bytes=1, max_bytes=2, nranks=2, dtype="float32")
     save_profile(SystemProfile(name="p", levels={"default": {
-        CollectiveOp.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
-        CollectiveOp.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        Collective.ALL_REDUCE: OpFit(alpha_s=1e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
+        Collective.ALL_GATHER: OpFit(alpha_s=2e-3, beta_s_per_byte=0.0, **fit),  # type: ignore[arg-type]
     }}), tmp_path / "profile.json")
 
     def simulate(offsets: dict[int, float]) -> dict:  # type: ignore[type-arg]

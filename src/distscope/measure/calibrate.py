@@ -1,6 +1,6 @@
 """Fit the alpha-beta (latency-bandwidth, Hockney) model t(S) = alpha + beta * S per (level, op).
 
-S is the message size in nccl-tests bytes (see `distscope.measure.ops`) at the measured rank count, so
+S is the message size in nccl-tests bytes (see `distscope.comm.collective`) at the measured rank count, so
 beta folds in the algorithm factor: beta = factor(n) / busbw_peak. The fit is least squares on relative
 residuals, minimising sum_i ((alpha + beta S_i - t_i) / t_i)^2, i.e. rows of [1, S_i] / t_i against 1,
 so small-message latency and large-message bandwidth weigh alike. When the unconstrained optimum has a
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
-from distscope.measure.ops import CollectiveOp
 from distscope.measure.profile import OpFit, SystemProfile
 from distscope.measure.result import CollectiveResult
 
@@ -71,13 +71,13 @@ def calibrate(
     """One OpFit per (level, op) from the out-of-place results (nranks must be constant per pair)."""
     if stat not in STATS:
         raise DistscopeError(f"stat={stat!r} must be one of {', '.join(STATS)}")
-    by_key: dict[tuple[str, CollectiveOp], list[CollectiveResult]] = defaultdict(list)
+    by_key: dict[tuple[str, Collective], list[CollectiveResult]] = defaultdict(list)
     for r in results:
         if not r.in_place:
             by_key[(r.level, r.op)].append(r)
     if not by_key:
         raise DistscopeError("calibration got no (out-of-place) results")
-    levels: dict[str, dict[CollectiveOp, OpFit]] = defaultdict(dict)
+    levels: dict[str, dict[Collective, OpFit]] = defaultdict(dict)
     for (level, op), rs in sorted(by_key.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
         nr = {r.nranks for r in rs}
         if len(nr) != 1:

@@ -1,7 +1,7 @@
 """The logged-call record and its JSON file (torch-free, so analysis runs anywhere).
 
 File: {"calls": [{"rank", "op", "bytes", "dtype", "group", "group_ranks", "dim", "seq", "step",
-"start_s", "duration_s", "api"}, ...]}. `bytes` follows nccl-tests (see `distscope.measure.ops`);
+"start_s", "duration_s", "api"}, ...]}. `bytes` follows nccl-tests (see `distscope.comm.collective`);
 start_s is wall-clock (time.time()) at issue; duration_s runs from issue to completion of the Work
 (None when it never completed); seq counts calls per (rank, group), so (group, seq) names one
 collective instance across ranks; step counts optimizer.step() calls completed before the issue; error
@@ -16,15 +16,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
-from distscope.measure.ops import CollectiveOp
 from distscope.userfile import read_json, write_text
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CommCall:
     rank: int
-    op: CollectiveOp
+    op: Collective
     bytes: int
     dtype: str
     group: str
@@ -48,7 +48,7 @@ class CommCall:
         try:
             return cls(
                 rank=int(d["rank"]),
-                op=CollectiveOp.parse(d["op"]),
+                op=Collective.parse(d["op"]),
                 bytes=int(d["bytes"]),
                 dtype=str(d["dtype"]),
                 group=str(d["group"]),

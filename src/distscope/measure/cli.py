@@ -62,11 +62,11 @@ def collectives(
     timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds (never hangs).")] = 600.0,
 ) -> None:
     """Sweep message sizes for real collectives; print time, algbw and busbw (nccl-tests factors)."""
-    from distscope.measure.ops import CollectiveOp
+    from distscope.comm.collective import Collective
     from distscope.measure.result import load_results, save_results
     from distscope.measure.tables import results_table
 
-    op_list = [CollectiveOp.parse(o, field="ops") for o in _split(ops)] or None
+    op_list = [Collective.parse(o, field="ops") for o in _split(ops)] or None
     if out is not None and out.suffix not in (".json", ".csv"):
         raise DistscopeError(f"out={str(out)!r} must end in .json or .csv")
     if backend and backend not in ("gloo", "nccl"):
@@ -210,15 +210,15 @@ def nccl_tests(
     out: Annotated[Path | None, typer.Option(help="Write results to FILE.json or FILE.csv.")] = None,
 ) -> None:
     """Parse nccl-tests output into distscope results (same model as `collectives`)."""
+    from distscope.comm.collective import Collective
     from distscope.measure.nccl_tests import parse_nccl_tests
-    from distscope.measure.ops import CollectiveOp
     from distscope.measure.result import save_results
     from distscope.measure.tables import results_table
     from distscope.userfile import read_text
 
     results = parse_nccl_tests(
         read_text(file, "nccl-tests output"),
-        op=CollectiveOp.parse(op) if op else None,
+        op=Collective.parse(op) if op else None,
         nranks=nranks or None,
         level=level,
         source=str(file),

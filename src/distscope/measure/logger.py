@@ -41,10 +41,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distscope.comm.collective import Collective
 from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
 from distscope.measure.calls import CommCall, save_calls
 from distscope.measure.groups import GroupLabeler
-from distscope.measure.ops import CollectiveOp
 
 HANG_EXIT_CODE = 75
 _C10D = torch._C._distributed_c10d
@@ -67,7 +67,7 @@ def _tensor_bytes(value: Any) -> tuple[int, str]:
 class _Open:
     """A call issued and not yet known to be complete (mutable until closed; identity-hashed)."""
 
-    op: CollectiveOp
+    op: Collective
     nbytes: int
     dtype: str
     group: str

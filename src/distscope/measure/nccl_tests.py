@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
-from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.result import CollectiveResult
 
 _DTYPES = {
@@ -42,13 +42,13 @@ _OP_RE = re.compile(
 _ITERS_RE = re.compile(r"warmup iters:\s*\d+\s+iters:\s*(\d+)")
 
 
-def _infer_op(text: str) -> CollectiveOp:
+def _infer_op(text: str) -> Collective:
     m = _OP_RE.search(text)
     if m is None:
         raise DistscopeError(
             "op=None: the nccl-tests output does not name its binary; pass the op explicitly"
         )
-    return CollectiveOp.parse(m.group(1))
+    return Collective.parse(m.group(1))
 
 
 def _row_numbers(tokens: list[str]) -> tuple[int, int, str, list[str]] | None:
@@ -60,7 +60,7 @@ def _row_numbers(tokens: list[str]) -> tuple[int, int, str, list[str]] | None:
 def parse_nccl_tests(
     text: str,
     *,
-    op: CollectiveOp | None = None,
+    op: Collective | None = None,
     nranks: int | None = None,
     level: str = "default",
     source: str = "nccl-tests",
@@ -115,25 +115,25 @@ def parse_nccl_tests(
     return results
 
 
-def _nranks_from_ratio(op: CollectiveOp, algbw: float, busbw: float) -> int:
+def _nranks_from_ratio(op: Collective, algbw: float, busbw: float) -> int:
     """Invert busbw/algbw = 2(n-1)/n or (n-1)/n; impossible for factor-1 ops (give nranks then)."""
     if algbw <= 0 or op not in (
-        CollectiveOp.ALL_REDUCE,
-        CollectiveOp.ALL_GATHER,
-        CollectiveOp.REDUCE_SCATTER,
-        CollectiveOp.ALL_TO_ALL,
+        Collective.ALL_REDUCE,
+        Collective.ALL_GATHER,
+        Collective.REDUCE_SCATTER,
+        Collective.ALL_TO_ALL,
     ):
         raise DistscopeError(f"nranks=None: cannot infer it for op={op.value}; pass nranks")
-    r = busbw / algbw / (2.0 if op is CollectiveOp.ALL_REDUCE else 1.0)
+    r = busbw / algbw / (2.0 if op is Collective.ALL_REDUCE else 1.0)
     if r >= 0.999:
         raise DistscopeError(f"nranks=None: busbw/algbw={busbw / algbw:.3f} does not fit op={op.value}")
     return max(1, round(1.0 / (1.0 - r)))
 
 
-def _check_busbw(op: CollectiveOp, n: int, size: int, time_us: float, busbw: float, line: str) -> None:
+def _check_busbw(op: Collective, n: int, size: int, time_us: float, busbw: float, line: str) -> None:
     if time_us <= 0:
         raise DistscopeError(f"time={time_us} us must be > 0 in line {line.strip()!r}")
-    expect = size / (time_us * 1e-6) / 1e9 * busbw_factor(op, n)
+    expect = size / (time_us * 1e-6) / 1e9 * op.busbw_factor(n)
     # nccl-tests prints 2 decimals and the time with ~4 significant digits.
     if abs(expect - busbw) > 0.006 + 2e-3 * max(expect, busbw):
         raise DistscopeError(

@@ -34,9 +34,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError, closest
 from distscope.measure.kernel_profile import KernelProfile, kernel_device_warning
-from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.userfile import read_json, write_text
 
 SCHEMA = "distscope.system_profile/1"
@@ -68,19 +68,19 @@ class OpFit:
     def time_s(self, size_bytes: float) -> float:
         return self.alpha_s + self.beta_s_per_byte * size_bytes
 
-    def busbw_GBps(self, op: CollectiveOp) -> float:
+    def busbw_GBps(self, op: Collective) -> float:
         """Asymptotic bus bandwidth implied by beta (inf when beta is 0)."""
         return (
             float("inf")
             if self.beta_s_per_byte == 0
-            else busbw_factor(op, self.nranks) / self.beta_s_per_byte / 1e9
+            else op.busbw_factor(self.nranks) / self.beta_s_per_byte / 1e9
         )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SystemProfile:
     name: str
-    levels: dict[str, dict[CollectiveOp, OpFit]]
+    levels: dict[str, dict[Collective, OpFit]]
     device: str = ""
     source: str = ""
     kernels: KernelProfile | None = None
@@ -112,7 +112,7 @@ class SystemProfile:
         try:
             levels = {
                 str(lvl): {
-                    CollectiveOp.parse(op, field=f"{where} level {lvl} op"): OpFit(
+                    Collective.parse(op, field=f"{where} level {lvl} op"): OpFit(
                         **{k: fit[k] for k in fields}
                     )
                     for op, fit in ops.items()
@@ -159,7 +159,7 @@ def profile_warnings(profile: SystemProfile, device_name: str, max_fit_err: floa
     return out
 
 
-def alpha_beta(profile: SystemProfile, level: str) -> dict[CollectiveOp, tuple[float, float]]:
+def alpha_beta(profile: SystemProfile, level: str) -> dict[Collective, tuple[float, float]]:
     """{op: (alpha_s, beta_s_per_byte)} for one topology level of a profile (pure)."""
     if level not in profile.levels:
         raise DistscopeError(

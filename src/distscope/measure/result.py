@@ -3,7 +3,7 @@
 JSON file: {"results": [{"op", "bytes", "dtype", "nranks", "time_s", "algbw_GBps", "busbw_GBps",
 "time_min_s", "time_max_s", "iters", "level", "in_place", "backend", "source", "device"}, ...]}
 where time_s is the
-median over iterations and bytes follows the nccl-tests convention (see `distscope.measure.ops`).
+median over iterations and bytes follows the nccl-tests convention (see `distscope.comm.collective`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
-from distscope.measure.ops import CollectiveOp, bandwidths_GBps
 from distscope.userfile import read_json, read_text
 
 
@@ -25,7 +25,7 @@ from distscope.userfile import read_json, read_text
 class CollectiveResult:
     """A measured collective: median/min/max time over `iters` iterations, nccl-tests byte convention."""
 
-    op: CollectiveOp
+    op: Collective
     bytes: int
     dtype: str
     nranks: int
@@ -53,11 +53,11 @@ class CollectiveResult:
 
     @property
     def algbw_GBps(self) -> float:
-        return bandwidths_GBps(self.op, self.bytes, self.time_s, self.nranks)[0]
+        return self.op.bandwidths_GBps(self.bytes, self.time_s, self.nranks)[0]
 
     @property
     def busbw_GBps(self) -> float:
-        return bandwidths_GBps(self.op, self.bytes, self.time_s, self.nranks)[1]
+        return self.op.bandwidths_GBps(self.bytes, self.time_s, self.nranks)[1]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -73,7 +73,7 @@ class CollectiveResult:
         missing = {"op", "bytes", "dtype", "nranks", "time_s"} - kw.keys()
         if missing:
             raise DistscopeError(f"result row is missing {sorted(missing)}: {d}")
-        kw["op"] = CollectiveOp.parse(str(kw["op"]))
+        kw["op"] = Collective.parse(str(kw["op"]))
         kw.setdefault("time_min_s", kw["time_s"])
         kw.setdefault("time_max_s", kw["time_s"])
         kw.setdefault("iters", 1)

@@ -14,10 +14,10 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
+from distscope.comm.collective import Collective
 from distscope.measure.calls import CommCall
-from distscope.measure.ops import CollectiveOp
 
-_P2P = (CollectiveOp.SEND, CollectiveOp.RECV)
+_P2P = (Collective.SEND, Collective.RECV)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -7,24 +7,24 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
+from distscope.comm.collective import Collective
 from distscope.measure.calls import CommCall
-from distscope.measure.ops import CollectiveOp
 
 
 def bytes_per_op_dim(
     calls: Iterable[CommCall], *, rank: int, step: int
-) -> dict[tuple[CollectiveOp, str], int]:
+) -> dict[tuple[Collective, str], int]:
     """Bytes issued by `rank` during optimizer step `step`, per (op, dim); barriers excluded."""
-    out: dict[tuple[CollectiveOp, str], int] = defaultdict(int)
+    out: dict[tuple[Collective, str], int] = defaultdict(int)
     for c in calls:
-        if c.rank == rank and c.step == step and c.op is not CollectiveOp.BARRIER:
+        if c.rank == rank and c.step == step and c.op is not Collective.BARRIER:
             out[(c.op, c.dim)] += c.bytes
     return dict(out)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SummaryRow:
-    op: CollectiveOp
+    op: Collective
     dim: str
     bytes: int  # message size of each call
     calls: int  # over all ranks
@@ -35,7 +35,7 @@ class SummaryRow:
 
 def summarize(calls: Iterable[CommCall]) -> tuple[list[SummaryRow], dict[str, int]]:
     """Rows per (op, dim, size), and total bytes per dim (all ranks)."""
-    groups: dict[tuple[CollectiveOp, str, int], list[CommCall]] = defaultdict(list)
+    groups: dict[tuple[Collective, str, int], list[CommCall]] = defaultdict(list)
     for c in calls:
         groups[(c.op, c.dim, c.bytes)].append(c)
     rows: list[SummaryRow] = []

@@ -31,19 +31,19 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.distributed as dist
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError, closest
-from distscope.measure.ops import CollectiveOp
 from distscope.measure.result import CollectiveResult
 
 INTERLEAVE_LIMIT_BYTES = 1 << 30
 
 SWEEP_OPS = (
-    CollectiveOp.ALL_REDUCE,
-    CollectiveOp.ALL_GATHER,
-    CollectiveOp.REDUCE_SCATTER,
-    CollectiveOp.ALL_TO_ALL,
-    CollectiveOp.BROADCAST,
-    CollectiveOp.SEND_RECV,
+    Collective.ALL_REDUCE,
+    Collective.ALL_GATHER,
+    Collective.REDUCE_SCATTER,
+    Collective.ALL_TO_ALL,
+    Collective.BROADCAST,
+    Collective.SEND_RECV,
 )
 
 
@@ -57,7 +57,7 @@ def parse_dtype(name: str) -> torch.dtype:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepConfig:
-    ops: tuple[CollectiveOp, ...] = SWEEP_OPS
+    ops: tuple[Collective, ...] = SWEEP_OPS
     dtypes: tuple[str, ...] = ("float32",)
     min_bytes: int = 1024
     max_bytes: int = 1 << 22
@@ -93,29 +93,29 @@ class SweepConfig:
             s = s + self.step_bytes if self.step_bytes else s * self.step_factor
 
 
-def _elements(op: CollectiveOp, size_bytes: int, elem: int, n: int) -> int:
+def _elements(op: Collective, size_bytes: int, elem: int, n: int) -> int:
     count = max(1, size_bytes // elem)
-    if op in (CollectiveOp.ALL_GATHER, CollectiveOp.REDUCE_SCATTER, CollectiveOp.ALL_TO_ALL):
+    if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
         count = max(n, count - count % n)
     return count
 
 
 def _make_call(
-    op: CollectiveOp, count: int, dtype: torch.dtype, device: torch.device, group: dist.ProcessGroup
+    op: Collective, count: int, dtype: torch.dtype, device: torch.device, group: dist.ProcessGroup
 ) -> Callable[[], None]:
     n, rank = dist.get_world_size(group), dist.get_rank(group)
     full = torch.ones(count, dtype=dtype, device=device)
     part = torch.ones(count // n, dtype=dtype, device=device)
     out = torch.empty_like(full)
-    if op is CollectiveOp.ALL_REDUCE:
+    if op is Collective.ALL_REDUCE:
         return lambda: dist.all_reduce(full, group=group)
-    if op is CollectiveOp.ALL_GATHER:
+    if op is Collective.ALL_GATHER:
         return lambda: dist.all_gather_into_tensor(full, part, group=group)
-    if op is CollectiveOp.REDUCE_SCATTER:
+    if op is Collective.REDUCE_SCATTER:
         return lambda: dist.reduce_scatter_tensor(part, full, group=group)
-    if op is CollectiveOp.ALL_TO_ALL:
+    if op is Collective.ALL_TO_ALL:
         return lambda: dist.all_to_all_single(out, full, group=group)
-    if op is CollectiveOp.BROADCAST:
+    if op is Collective.BROADCAST:
         return lambda: dist.broadcast(full, group_src=0, group=group)
     peer_to = dist.get_global_rank(group, (rank + 1) % n)
     peer_from = dist.get_global_rank(group, (rank - 1) % n)
@@ -143,10 +143,10 @@ def run_sweep(
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     results: list[CollectiveResult] = []
-    ops = [op for op in cfg.ops if not (op is CollectiveOp.SEND_RECV and n < 2)]
+    ops = [op for op in cfg.ops if not (op is Collective.SEND_RECV and n < 2)]
     total = len(ops) * len(cfg.dtypes) * len(list(cfg.sizes()))
     for op in ops:
-        if op is CollectiveOp.SEND_RECV and n < 2:
+        if op is Collective.SEND_RECV and n < 2:
             continue
         for dtype_name in cfg.dtypes:
             dtype = parse_dtype(dtype_name)

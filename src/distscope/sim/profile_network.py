@@ -22,29 +22,19 @@ from collections.abc import Hashable, Sequence
 
 from distscope.comm import Algorithm, Collective, GroupNet, collective_time
 from distscope.errors import DistscopeError, closest
-from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.profile import OpFit, SystemProfile
 from distscope.system.calibrated import RING_STEPS
 from distscope.trace.graph import CollKind
 
 _OP = {
-    CollKind.ALL_REDUCE: CollectiveOp.ALL_REDUCE,
-    CollKind.ALL_GATHER: CollectiveOp.ALL_GATHER,
-    CollKind.REDUCE_SCATTER: CollectiveOp.REDUCE_SCATTER,
-    CollKind.REDUCE_SCATTER_BLOCK: CollectiveOp.REDUCE_SCATTER,
-    CollKind.ALL_TO_ALL: CollectiveOp.ALL_TO_ALL,
-    CollKind.BROADCAST: CollectiveOp.BROADCAST,
-    CollKind.REDUCE: CollectiveOp.REDUCE,
-    CollKind.BARRIER: CollectiveOp.ALL_REDUCE,  # a zero-byte all-reduce (gloo's barrier is one)
-}
-_COLL = {
-    CollectiveOp.ALL_REDUCE: Collective.ALL_REDUCE,
-    CollectiveOp.ALL_GATHER: Collective.ALL_GATHER,
-    CollectiveOp.REDUCE_SCATTER: Collective.REDUCE_SCATTER,
-    CollectiveOp.ALL_TO_ALL: Collective.ALL_TO_ALL,
-    CollectiveOp.BROADCAST: Collective.BROADCAST,
-    CollectiveOp.REDUCE: Collective.REDUCE,
-    CollectiveOp.SEND_RECV: Collective.SEND_RECV,
+    CollKind.ALL_REDUCE: Collective.ALL_REDUCE,
+    CollKind.ALL_GATHER: Collective.ALL_GATHER,
+    CollKind.REDUCE_SCATTER: Collective.REDUCE_SCATTER,
+    CollKind.REDUCE_SCATTER_BLOCK: Collective.REDUCE_SCATTER,
+    CollKind.ALL_TO_ALL: Collective.ALL_TO_ALL,
+    CollKind.BROADCAST: Collective.BROADCAST,
+    CollKind.REDUCE: Collective.REDUCE,
+    CollKind.BARRIER: Collective.ALL_REDUCE,  # a zero-byte all-reduce (gloo's barrier is one)
 }
 
 
@@ -53,13 +43,13 @@ def nccl_bytes(kind: CollKind, comm_size_bytes: int, n: int) -> int:
     return comm_size_bytes * n if kind is CollKind.ALL_GATHER else comm_size_bytes
 
 
-def scaled_fit(op: CollectiveOp, fit: OpFit, n: int) -> tuple[float, float]:
+def scaled_fit(op: Collective, fit: OpFit, n: int) -> tuple[float, float]:
     """(α, β) for n ranks from a fit at fit.nranks (module docstring)."""
     m = fit.nranks
-    if n == m or op is CollectiveOp.SEND_RECV:
+    if n == m or op is Collective.SEND_RECV:
         return fit.alpha_s, fit.beta_s_per_byte
-    steps = RING_STEPS.get(op, RING_STEPS[CollectiveOp.ALL_GATHER])
-    f_m, f_n = busbw_factor(op, m), busbw_factor(op, n)
+    steps = RING_STEPS.get(op, RING_STEPS[Collective.ALL_GATHER])
+    f_m, f_n = op.busbw_factor(m), op.busbw_factor(n)
     alpha = fit.alpha_s * steps(n) / steps(m) if steps(m) else fit.alpha_s
     beta = fit.beta_s_per_byte * f_n / f_m if f_m else fit.beta_s_per_byte
     return alpha, beta
@@ -100,7 +90,7 @@ class ProfileNetwork:
         """A profile prices any number of ranks (None: as many as the traces have)."""
         return sys.maxsize if self._npus is None else self._npus
 
-    def _fit(self, op: CollectiveOp) -> OpFit:
+    def _fit(self, op: Collective) -> OpFit:
         fit = self.fits.get(op)
         if fit is None:
             have = ", ".join(sorted(o.value for o in self.fits))
@@ -110,7 +100,7 @@ class ProfileNetwork:
             )
         return fit
 
-    def _alpha_beta(self, op: CollectiveOp, n: int) -> tuple[float, float]:
+    def _alpha_beta(self, op: Collective, n: int) -> tuple[float, float]:
         a, b = scaled_fit(op, self._fit(op), n)
         return a * self._lat, b / self._bw
 
@@ -131,18 +121,17 @@ class ProfileNetwork:
         t = a + b * size
         if algorithm is None:
             return t
-        coll = _COLL[op]
-        steps = RING_STEPS.get(op, RING_STEPS[CollectiveOp.ALL_GATHER])(n)
-        bus = busbw_factor(op, n) / b if b > 0 else float("inf")
+        steps = RING_STEPS.get(op, RING_STEPS[Collective.ALL_GATHER])(n)
+        bus = op.busbw_factor(n) / b if b > 0 else float("inf")
         g = GroupNet(n=n, fanout=(n,), alpha_s=a / steps, bus_Bps=bus, levels=((n, a / steps, bus),),
                      a2a_parts=(((n - 1) / n, bus),), nvls=None)
-        ring, _ = collective_time(coll, float(max(size, 1)), g, Algorithm.DIRECT if coll is Collective.ALL_TO_ALL
+        ring, _ = collective_time(op, float(max(size, 1)), g, Algorithm.DIRECT if op is Collective.ALL_TO_ALL
                                   else Algorithm.RING)
-        alt, _ = collective_time(coll, float(max(size, 1)), g, algorithm)
+        alt, _ = collective_time(op, float(max(size, 1)), g, algorithm)
         return t * alt / ring if ring > 0 else t
 
     def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
-        a, b = self._alpha_beta(CollectiveOp.SEND_RECV, 2)
+        a, b = self._alpha_beta(Collective.SEND_RECV, 2)
         return a + b * size_bytes
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
-from distscope.measure.ops import CollectiveOp, busbw_factor
 from distscope.measure.profile import OpFit, SystemProfile
 from distscope.system.topology import Cluster, Level
 
 RING_STEPS = {
-    CollectiveOp.ALL_REDUCE: lambda n: 2 * (n - 1),
-    CollectiveOp.ALL_GATHER: lambda n: n - 1,
-    CollectiveOp.REDUCE_SCATTER: lambda n: n - 1,
-    CollectiveOp.ALL_TO_ALL: lambda n: n - 1,
-    CollectiveOp.BROADCAST: lambda n: n - 1,
-    CollectiveOp.SEND_RECV: lambda n: 1,
+    Collective.ALL_REDUCE: lambda n: 2 * (n - 1),
+    Collective.ALL_GATHER: lambda n: n - 1,
+    Collective.REDUCE_SCATTER: lambda n: n - 1,
+    Collective.ALL_TO_ALL: lambda n: n - 1,
+    Collective.BROADCAST: lambda n: n - 1,
+    Collective.SEND_RECV: lambda n: 1,
 }
 
 
@@ -50,17 +50,17 @@ def _level_index(cluster: Cluster, name: str) -> int:
     )
 
 
-def _pick(fits: dict[CollectiveOp, OpFit]) -> tuple[CollectiveOp, OpFit]:
-    for op in (CollectiveOp.ALL_REDUCE, *RING_STEPS):
+def _pick(fits: dict[Collective, OpFit]) -> tuple[Collective, OpFit]:
+    for op in (Collective.ALL_REDUCE, *RING_STEPS):
         if op in fits and fits[op].nranks > 1 and fits[op].beta_s_per_byte > 0:
             return op, fits[op]
     raise DistscopeError(f"profile level has no usable fit among {', '.join(o.value for o in fits)}")
 
 
-def calibrated_level(level: Level, fits: dict[CollectiveOp, OpFit]) -> Level:
+def calibrated_level(level: Level, fits: dict[Collective, OpFit]) -> Level:
     op, fit = _pick(fits)
     n = fit.nranks
-    bus_Bps = busbw_factor(op, n) / fit.beta_s_per_byte
+    bus_Bps = op.busbw_factor(n) / fit.beta_s_per_byte
     return dataclasses.replace(
         level, bw_GBps=bus_Bps / 1e9, efficiency=1.0, latency_s=fit.alpha_s / RING_STEPS[op](n),
         nvls_efficiency=0.0, nvls_latency_s=0.0, profiled=True,

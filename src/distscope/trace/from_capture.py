@@ -51,9 +51,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
-from distscope.measure.ops import CollectiveOp
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
 from distscope.trace.link import node_attrs
 
@@ -63,15 +63,15 @@ WAIT_MARK = "distscope::wait"
 SKEW_NAME = "(completion skew)"  # a wait that ended after the collective's first completion in its group
 EXEC_PREFIXES = ("gloo:",)  # record functions of a backend's worker thread that execute a collective
 _COLL_OF = {
-    CollectiveOp.ALL_REDUCE: CollKind.ALL_REDUCE,
-    CollectiveOp.ALL_GATHER: CollKind.ALL_GATHER,
-    CollectiveOp.REDUCE_SCATTER: CollKind.REDUCE_SCATTER,
-    CollectiveOp.ALL_TO_ALL: CollKind.ALL_TO_ALL,
-    CollectiveOp.BROADCAST: CollKind.BROADCAST,
-    CollectiveOp.REDUCE: CollKind.REDUCE,
-    CollectiveOp.GATHER: CollKind.GATHER,
-    CollectiveOp.SCATTER: CollKind.SCATTER,
-    CollectiveOp.BARRIER: CollKind.BARRIER,
+    Collective.ALL_REDUCE: CollKind.ALL_REDUCE,
+    Collective.ALL_GATHER: CollKind.ALL_GATHER,
+    Collective.REDUCE_SCATTER: CollKind.REDUCE_SCATTER,
+    Collective.ALL_TO_ALL: CollKind.ALL_TO_ALL,
+    Collective.BROADCAST: CollKind.BROADCAST,
+    Collective.REDUCE: CollKind.REDUCE,
+    Collective.GATHER: CollKind.GATHER,
+    Collective.SCATTER: CollKind.SCATTER,
+    Collective.BARRIER: CollKind.BARRIER,
 }
 # Element sizes of the dtype names the host trace writes in `Tensor(<dtype>)` (chakra's
 # PyTorchNode.get_data_type_size table, plus torch's float8/bool names).
@@ -89,7 +89,7 @@ class CommCallTrace:
     """One collective/p2p call of the captured step, as read from the trace."""
 
     node_id: int  # its COMM node in the graph
-    op: CollectiveOp
+    op: Collective
     group: str
     group_ranks: tuple[int, ...]
     label: str
@@ -364,15 +364,15 @@ def _assemble(
         ranks: tuple[int, ...] = c["ranks"]
         op = spec.op
         name = f"{op.value} pg={c['group']} seq={c['seq']}"
-        if op in (CollectiveOp.SEND, CollectiveOp.RECV):
-            names = ("dst", "dstRank") if op is CollectiveOp.SEND else ("src", "srcRank")  # group-local rank
+        if op in (Collective.SEND, Collective.RECV):
+            names = ("dst", "dstRank") if op is Collective.SEND else ("src", "srcRank")  # group-local rank
             local = next((c["args"][k] for k in names if k in c["args"]), None)
             tag = c["args"].get("tag", 0)
             if not isinstance(local, int) or not 0 <= local < len(ranks):
                 raise DistscopeError(f"{where}, node {c['op_node']['id']}: peer rank {local!r} is not in group {ranks}")
             peer = ranks[local]
             kw: dict[str, Any] = (
-                dict(kind=NodeKind.COMM_SEND, comm_dst=peer) if op is CollectiveOp.SEND
+                dict(kind=NodeKind.COMM_SEND, comm_dst=peer) if op is Collective.SEND
                 else dict(kind=NodeKind.COMM_RECV, comm_src=peer)
             )
             nid = add(name=name, data_deps=(issue_id,), tensor_size_bytes=c["nbytes"], comm_size_bytes=c["nbytes"],
