@@ -83,36 +83,14 @@ def allreduce_1024(tmp: Path) -> dict[str, float]:
     }
 
 
-def _scenario(model: str, cluster: str, gpus: int, **kw: object):  # type: ignore[no-untyped-def]
-    from distscope.scenario import build_scenario
+def _scenario(model: str, cluster: str, gpus: int, *, global_batch: int = 1536, seq: int = 2048,
+              **kw: object):  # type: ignore[no-untyped-def]
+    from distscope.scenario import PlanFlags, SystemFlags, WorkloadFlags, build_scenario
 
-    args: dict[str, object] = dict(
-        model=model,
-        cluster=cluster,
-        gpus=gpus,
-        dp=None,
-        tp=1,
-        pp=1,
-        vp=1,
-        cp=1,
-        ep=1,
-        sequence_parallel=False,
-        zero=0,
-        distributed_optimizer=False,
-        micro_batch=1,
-        global_batch=1536,
-        seq=2048,
-        recompute="none",
-        recompute_layers=0,
-        schedule=None,
-        precision="bf16",
-        overlap="none",
-        attention="flash",
-        stage_layers=None,
-        link=None,
-    )
-    args.update(kw)
-    return build_scenario(**args)  # type: ignore[arg-type]
+    plan = PlanFlags(**{"sequence_parallel": False, "zero": 0, "distributed_optimizer": False, "recompute": "none",
+                        "overlap": "none", "attention": "flash", **kw})  # type: ignore[arg-type]
+    return build_scenario(WorkloadFlags(model=model, global_batch=global_batch, seq=seq),
+                          SystemFlags(cluster=cluster, gpus=gpus), plan)
 
 
 def step_figure(sc, *, symmetric: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]

@@ -10,11 +10,11 @@ import sys
 import pytest
 from measure_support import env
 
+from distscope.comm.collective import Collective
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError
 from distscope.model.comm_volume import (
     CommDtypes,
-    CommOp,
     ParamTensor,
     comm_volume,
     embedding_tensors,
@@ -54,10 +54,10 @@ def test_tensor_enumeration_matches_foundation_param_count(name):
 
 def test_ddp_all_reduce_is_the_gradient_bytes():
     v = comm_volume(GPT, TrainingShape(seq_len=16, global_batch=8), Plan(dp=4, micro_batch=2), dtypes=FP32)
-    assert v == {(CommOp.ALL_REDUCE, Dim.DP): total_params(GPT) * 4}
+    assert v == {(Collective.ALL_REDUCE, Dim.DP): total_params(GPT) * 4}
     bf16_grads = CommDtypes(param=DType.BF16, grad=DType.BF16, activation=DType.BF16)
     v2 = comm_volume(GPT, TrainingShape(seq_len=16, global_batch=8), Plan(dp=4, micro_batch=2), dtypes=bf16_grads)
-    assert v2[(CommOp.ALL_REDUCE, Dim.DP)] == total_params(GPT) * 2
+    assert v2[(Collective.ALL_REDUCE, Dim.DP)] == total_params(GPT) * 2
 
 
 def test_fsdp_padding_is_per_tensor_dim0():
@@ -66,14 +66,14 @@ def test_fsdp_padding_is_per_tensor_dim0():
     plan = Plan(dp=4, zero_stage=3, micro_batch=2)
     v = comm_volume(GPT, TrainingShape(seq_len=16, global_batch=8), plan, dtypes=FP32)
     pad = 2 * 2 * 32  # the embedding and head each gain 2 rows of 32 (126 -> 128)
-    assert v[(CommOp.REDUCE_SCATTER, Dim.DP)] == (total_params(GPT) + pad) * 4
+    assert v[(Collective.REDUCE_SCATTER, Dim.DP)] == (total_params(GPT) + pad) * 4
     layer = sum(t.numel for t in layer_tensors(GPT, 1))
     # layers gathered forward and backward, the root unit once
-    assert v[(CommOp.ALL_GATHER, Dim.DP)] == (total_params(GPT) + pad + 4 * layer) * 4
+    assert v[(Collective.ALL_GATHER, Dim.DP)] == (total_params(GPT) + pad + 4 * layer) * 4
     # two micro-batches: gathers double, the reduce-scatter stays once per step
     v2 = comm_volume(GPT, TrainingShape(seq_len=16, global_batch=16), plan, dtypes=FP32)
-    assert v2[(CommOp.ALL_GATHER, Dim.DP)] == 2 * v[(CommOp.ALL_GATHER, Dim.DP)]
-    assert v2[(CommOp.REDUCE_SCATTER, Dim.DP)] == v[(CommOp.REDUCE_SCATTER, Dim.DP)]
+    assert v2[(Collective.ALL_GATHER, Dim.DP)] == 2 * v[(Collective.ALL_GATHER, Dim.DP)]
+    assert v2[(Collective.REDUCE_SCATTER, Dim.DP)] == v[(Collective.REDUCE_SCATTER, Dim.DP)]
 
 
 def test_pipeline_stages_send_and_receive_per_micro_batch():
@@ -81,8 +81,8 @@ def test_pipeline_stages_send_and_receive_per_micro_batch():
     shape = TrainingShape(seq_len=16, global_batch=6)  # 3 micro-batches
     a = 2 * 16 * 32 * 4
     vols = [comm_volume(GPT, shape, plan, stage=s, dtypes=FP32) for s in range(4)]
-    assert [v[(CommOp.SEND, Dim.PP)] for v in vols] == [3 * a, 6 * a, 6 * a, 3 * a]
-    assert all(v[(CommOp.SEND, Dim.PP)] == v[(CommOp.RECV, Dim.PP)] for v in vols)
+    assert [v[(Collective.SEND, Dim.PP)] for v in vols] == [3 * a, 6 * a, 6 * a, 3 * a]
+    assert all(v[(Collective.SEND, Dim.PP)] == v[(Collective.RECV, Dim.PP)] for v in vols)
     with pytest.raises(DistscopeError, match="stage=4"):
         comm_volume(GPT, shape, plan, stage=4)
 
@@ -91,7 +91,7 @@ def test_tp_all_reduce_terms():
     plan = Plan(dp=1, tp=2, micro_batch=2)
     v = comm_volume(GPT, TrainingShape(seq_len=16, global_batch=2), plan, dtypes=FP32)
     a = 2 * 16 * 32 * 4
-    assert v == {(CommOp.ALL_REDUCE, Dim.TP): (4 * 4 + 2) * a + 3 * 2 * 16 * 4}
+    assert v == {(Collective.ALL_REDUCE, Dim.TP): (4 * 4 + 2) * a + 3 * 2 * 16 * 4}
 
 
 @pytest.mark.parametrize(
@@ -124,6 +124,9 @@ def test_estimate_cli_comm_volume_json():
             "2",
             "--zero",
             "0",
+            "--micro-batch",
+            "1",
+            "--no-sequence-parallel",
             "--global-batch",
             "32",
             "--seq",

@@ -92,7 +92,7 @@ def test_measure_kernels_on_cpu_feeds_estimate(tmp_path, capsys):
     pytest.importorskip("torch")
     from distscope.measure.kernels import KernelSweep, measure_kernels
     from distscope.model.estimate import estimate
-    from distscope.scenario import build_scenario
+    from distscope.scenario import PlanFlags, SystemFlags, WorkloadFlags, build_scenario
 
     sweep = dataclasses.replace(KernelSweep.quick(dtypes=(DType.BF16,)), gemm_m=(32, 64), gemm_nk=(32, 64),
                                 attn_seq=(32, 64), attn_head_dim=(16, 32), attn_tokens=64, attn_width=32,
@@ -104,12 +104,10 @@ def test_measure_kernels_on_cpu_feeds_estimate(tmp_path, capsys):
     assert kp.device.startswith("cpu")
     out = tmp_path / "p.json"
     save_profile(SystemProfile(name="cpu", levels={}, device=kp.device, kernels=kp), out)
-    kw = dict(model="gpt-1.7b", cluster="dgx-a100", gpus=8, dp=None, tp=1, pp=1, vp=1, cp=1, ep=1,
-              sequence_parallel=False, zero=1, distributed_optimizer=False, micro_batch=1, global_batch=8, seq=512,
-              recompute="none", recompute_layers=0, schedule=None, precision="bf16", overlap="dp", attention="flash",
-              stage_layers=None, link=None)
-    plain = build_scenario(**kw)  # type: ignore[arg-type]
-    prof = build_scenario(**kw, profile=str(out))  # type: ignore[arg-type]
+    w = WorkloadFlags(model="gpt-1.7b", global_batch=8, seq=512)
+    pf = PlanFlags(zero=1, distributed_optimizer=False, overlap="dp", attention="flash")
+    plain = build_scenario(w, SystemFlags(cluster="dgx-a100", gpus=8), pf)
+    prof = build_scenario(w, SystemFlags(cluster="dgx-a100", gpus=8, profile=str(out)), pf)
     assert "measured on 'cpu" in capsys.readouterr().err  # a CPU profile applied to an A100 preset is called out
     t_plain = estimate(plain.spec, plain.shape, plain.cluster, plain.plan).step_time_s
     t_prof = estimate(prof.spec, prof.shape, prof.cluster, prof.plan).step_time_s

@@ -16,10 +16,11 @@ import sys
 import pytest
 from measure_support import EXAMPLES, ROOT, env, torchrun
 
+from distscope.comm.collective import Collective
 from distscope.dtypes import DType
 from distscope.measure.calls import load_calls
 from distscope.measure.summary import bytes_per_op_dim
-from distscope.model.comm_volume import CommDtypes, CommOp, comm_volume
+from distscope.model.comm_volume import CommDtypes, comm_volume
 from distscope.plan import Dim, Plan
 from distscope.workload.spec import FfnKind, ModelSpec, NormKind, PositionKind
 from distscope.workload.training import TrainingShape
@@ -102,7 +103,7 @@ def test_logged_bytes_equal_comm_volume(logged):
     for rank in range(4):
         predicted = comm_volume(SPEC, shape, plan, stage=stage_of(rank), dtypes=FP32)
         logged_last = bytes_per_op_dim(calls, rank=rank, step=STEPS - 1)
-        assert {(CommOp(op.value), Dim(d)): b for (op, d), b in logged_last.items()} == predicted, (layout, rank)
+        assert {(Collective(op.value), Dim(d)): b for (op, d), b in logged_last.items()} == predicted, (layout, rank)
     # the summary table has a total per dim
     for d in dims:
         assert f"{d} total" in stdout

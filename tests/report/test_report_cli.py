@@ -69,10 +69,9 @@ def test_simulation_progress_reports_batches_and_changes_nothing(monkeypatch):
     from distscope.trace.builder import build_traces
     from distscope.trace.from_plan import step_spec
 
-    sc = S.build_scenario(model="llama3-8b", cluster="dgx-h100", gpus=16, dp=None, tp=2, pp=4, vp=1, cp=1, ep=1,
-                          sequence_parallel=False, zero=1, distributed_optimizer=False, micro_batch=1,
-                          global_batch=32, seq=None, recompute="none", recompute_layers=0, schedule=None,
-                          precision="bf16", overlap="dp,tp,pp", attention="flash", stage_layers=None, link=None)
+    sc = S.build_scenario(S.WorkloadFlags(model="llama3-8b", global_batch=32), S.SystemFlags(cluster="dgx-h100", gpus=16),
+                          S.PlanFlags(tp=2, pp=4, sequence_parallel=False, zero=1, distributed_optimizer=False,
+                                      recompute="none", overlap="dp,tp,pp", attention="flash"))
     built: list[int] = []
     traces = build_traces(step_spec(sc.spec, sc.shape, sc.cluster, sc.plan), on_rank=lambda: built.append(1))
     assert len(built) == 16

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import shlex
 
 from distscope.dtypes import Precision
 from distscope.model.estimate import estimate
 from distscope.plan import Dim, Plan, Recompute, Schedule
-from distscope.scenario import build_scenario
-from distscope.search.emit import estimate_command, megatron_args, pipeline_layout, torchtitan_recipe
+from distscope.report.estimate_table import plan_dict
+from distscope.scenario import SystemFlags, WorkloadFlags
+from distscope.scenario.argv import command, plan_flags
+from distscope.search.emit import megatron_args, pipeline_layout, torchtitan_recipe
 from distscope.search.explain import explain, field_diffs
 from distscope.search.planner import Candidate
 from distscope.system.presets import get_cluster
@@ -92,26 +95,19 @@ def test_torchtitan_recipe_sets_the_plan() -> None:
 def test_estimate_command_reproduces_the_prediction() -> None:
     p = Plan(dp=8, tp=4, pp=2, stage_layers=(41, 39), sequence_parallel=True, distributed_optimizer=True,
              micro_batch=1, recompute=Recompute.FULL, recompute_layers=3, overlap=ALL)
-    cmd = shlex.split(estimate_command(p, model="llama3-70b", cluster="dgx-h100", gpus=64, shape=SHAPE))
+    cmd = shlex.split(command("estimate", WorkloadFlags(model="llama3-70b", seq=SHAPE.seq_len,
+                                                     global_batch=SHAPE.global_batch),
+                              SystemFlags(cluster="dgx-h100", gpus=64), plan_flags(p)))
     assert cmd[:2] == ["distscope", "estimate"]
-    kv: dict[str, str] = {}
-    flags = set()
-    for i, x in enumerate(cmd[2:], 2):
-        if x.startswith("--"):
-            if i + 1 < len(cmd) and not cmd[i + 1].startswith("--"):
-                kv[x] = cmd[i + 1]
-            else:
-                flags.add(x)
-    sc = build_scenario(
-        model=kv["--model"], cluster=kv["--cluster"], gpus=int(kv["--gpus"]), dp=int(kv["--dp"]), tp=int(kv["--tp"]),
-        pp=int(kv["--pp"]), vp=int(kv["--vp"]), cp=int(kv["--cp"]), ep=int(kv["--ep"]),
-        sequence_parallel="--sequence-parallel" in flags, zero=int(kv["--zero"]),
-        distributed_optimizer="--distributed-optimizer" in flags, micro_batch=int(kv["--micro-batch"]),
-        global_batch=int(kv["--global-batch"]), seq=int(kv["--seq"]), recompute=kv["--recompute"],
-        recompute_layers=int(kv["--recompute-layers"]), schedule=kv["--schedule"], precision=kv["--precision"],
-        overlap=kv["--overlap"], attention=kv["--attention"], stage_layers=kv["--stage-layers"], link=None)
-    assert sc.plan == p
-    assert estimate(sc.spec, sc.shape, sc.cluster, sc.plan).step_time_s == estimate(SPEC, SHAPE, CLUSTER, p).step_time_s
+    from typer.testing import CliRunner
+
+    from distscope.cli import app
+
+    r = CliRunner().invoke(app, [*cmd[1:], "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["plan"] == plan_dict(p)
+    assert got["step_time_s"] == estimate(SPEC, SHAPE, CLUSTER, p).step_time_s
 
 
 def test_explain_names_changed_fields_and_signed_terms() -> None:

@@ -55,9 +55,9 @@ def _pg_init(nid: int, groups: list[dict[str, Any]]) -> Any:
 
 
 def _net(n: int) -> ClusterNetwork:
-    from distscope.scenario import build_cluster
+    from distscope.scenario import SystemFlags, build_cluster
 
-    return ClusterNetwork(build_cluster("dgx-h100", 8, None))
+    return ClusterNetwork(build_cluster(SystemFlags(cluster="dgx-h100", gpus=8)))
 
 
 def test_metadata_kept_at_zero_time_and_dangling_deps_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

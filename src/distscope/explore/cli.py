@@ -22,7 +22,7 @@ def explore_cmd(
     vary: Annotated[list[str] | None, typer.Option("--vary", help="An axis: name=lo:hi:count or name=a,b,c (repeat the flag for a grid). Axes: model, cluster, gpus, global_batch, seq, tflops_<dtype>, hbm_GiB, hbm_GBps, nvlink_size, nvlink_GBps, nvlink_latency_us, nic_GBps, nic_latency_us.")] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp8 (default bf16).")] = None,
     compression: Annotated[bool | None, typer.Option("--compression/--no-compression", help="Search quantized communication as a plan dimension (default on).")] = None,
-    software: S.SoftwareOpt = None,
+    software: Annotated[str | None, typer.Option("--software", help=S.help_of(S.PlanFlags, "software"))] = None,
     train_tokens: Annotated[float | None, typer.Option("--train-tokens", help="Tokens to train, for time/cost/energy (default 1e12).")] = None,
     price: Annotated[float | None, typer.Option("--price", help="Price per GPU-hour of the preset's GPU (default 1: cost reads in GPU-hours).")] = None,
     tdp: Annotated[float | None, typer.Option("--tdp", help="GPU power in W for the energy objective (default: the device's datasheet TDP).")] = None,

@@ -108,15 +108,14 @@ def run_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
     """The best plan for one point (RESULT_FIELDS), or its failure and one-line reason."""
     from distscope.search.compression import best_compressed, config_label
     from distscope.search.planner import search
-    from distscope.search.space import SearchSpace, why_no_layout
+    from distscope.search.settings import planner_space
+    from distscope.search.space import why_no_layout
     from distscope.software.presets import get_software
 
     try:
         spec, shape, c = scenario(p, settings)
         sw = get_software(settings.software) if settings.software is not None else None
-        space = SearchSpace(precision=settings.precision)
-        if sw is not None:
-            space = space.with_software(sw)
+        space = planner_space(spec=spec, device=c.device, precision=settings.precision, software=sw)
         res = search(spec, shape, c, space)
         if res.best is None:
             why = (why_no_layout(space, spec, shape, c) if res.layouts == 0 else

@@ -15,7 +15,7 @@ from distscope.errors import DistscopeError
 from distscope.explore.axes import Axis, AxisValues, Value, check_value
 from distscope.explore.objectives import Objectives
 from distscope.explore.point import PlanSettings, Point, model_spec
-from distscope.scenario import default_seq
+from distscope.scenario import PLANNER_SYSTEM, PLANNER_WORKLOAD, default_seq
 from distscope.system.presets import get_cluster
 
 MAX_POINTS = 1_000_000
@@ -25,11 +25,12 @@ MAX_POINTS = 1_000_000
 class Base:
     """The scenario every point starts from; axes override its fields."""
 
-    model: str = "llama3-70b"
-    cluster: str = "dgx-h100"
-    gpus: int = 64
-    global_batch: int = 128
-    seq: int | None = None  # None: 4096, or the model's context if shorter (as every command)
+    # the planner's demo scenario, as `distscope plan` (scenario/flags.py)
+    model: str = PLANNER_WORKLOAD.model
+    cluster: str = PLANNER_SYSTEM.cluster
+    gpus: int = PLANNER_SYSTEM.gpus
+    global_batch: int = PLANNER_WORKLOAD.global_batch
+    seq: int | None = PLANNER_WORKLOAD.seq  # None: 4096, or the model's context if shorter (as every command)
 
     def __post_init__(self) -> None:
         check_value(Axis.MODEL, self.model)

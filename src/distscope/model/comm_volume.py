@@ -1,5 +1,9 @@
 """Communication volume per training step, per (op, parallel dim), for one rank: bytes from first principles.
 
+The tensor-level reference of what a real PyTorch job moves (checked byte for byte against logged gloo
+runs, tests/measure/test_layouts.py). `estimate --comm-volume` reports the bytes of the plan's trace
+(trace/volume.py), which tests/trace/test_volume.py compares with this model.
+
 Pure (no torch). Bytes follow nccl-tests (all_gather: gathered output, reduce_scatter: full input, else
 the buffer); point-to-point is split into SEND and RECV as the rank issues them. What one optimizer step
 issues, for a rank in pipeline stage `stage`, with m = global_batch / (dp * micro_batch) micro-batches and
@@ -38,11 +42,8 @@ are MoE/MLA models, cp > 1, ZeRO-1/2 and FSDP combined with tp or pp: these are 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from collections import defaultdict
-
-from rich.table import Table
 
 from distscope.comm.collective import Collective
 from distscope.dtypes import DType
@@ -50,20 +51,6 @@ from distscope.errors import DistscopeError
 from distscope.plan import Dim, Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec, NormKind, PositionKind
 from distscope.workload.training import TrainingShape
-
-
-class CommOp(enum.Enum):
-    """What a rank issues; SEND/RECV are the two halves of Collective.SEND_RECV."""
-
-    ALL_REDUCE = "all_reduce"
-    ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"
-    SEND = "send"
-    RECV = "recv"
-
-    @property
-    def collective(self) -> Collective:
-        return Collective.SEND_RECV if self in (CommOp.SEND, CommOp.RECV) else Collective(self.value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -168,7 +155,7 @@ def _check_supported(spec: ModelSpec, plan: Plan) -> None:
 
 def comm_volume(
     spec: ModelSpec, shape: TrainingShape, plan: Plan, *, stage: int = 0, dtypes: CommDtypes | None = None
-) -> dict[tuple[CommOp, Dim], int]:
+) -> dict[tuple[Collective, Dim], int]:
     """Bytes one rank of pipeline stage `stage` issues per optimizer step, per (op, dim); see module doc."""
     _check_supported(spec, plan)
     dt = dtypes or CommDtypes.for_plan(plan)
@@ -185,63 +172,32 @@ def comm_volume(
     rest = (embedding_tensors(spec, tp) if first else []) + (head_tensors(spec, tp) if last else [])
     if spec.tied_embeddings and plan.pp > 1 and last:
         rest.append(ParamTensor(name="head.tied_word_embedding", shape=(spec.vocab // tp, spec.hidden)))
-    out: dict[tuple[CommOp, Dim], float] = defaultdict(float)
+    out: dict[tuple[Collective, Dim], float] = defaultdict(float)
 
     if plan.dp > 1 and plan.zero_stage == 0:
         numel = n_layers * sum(t.numel for t in layer) + sum(t.numel for t in rest)
-        out[(CommOp.ALL_REDUCE, Dim.DP)] += numel * dt.grad.bytes
+        out[(Collective.ALL_REDUCE, Dim.DP)] += numel * dt.grad.bytes
     elif plan.dp > 1:  # zero_stage 3: FSDP2
         layer_pad = sum(t.padded_numel(plan.dp) for t in layer)
         root_pad = sum(t.padded_numel(plan.dp) for t in rest)
-        out[(CommOp.ALL_GATHER, Dim.DP)] += m * (2 * n_layers * layer_pad + root_pad) * dt.param.bytes
-        out[(CommOp.REDUCE_SCATTER, Dim.DP)] += (n_layers * layer_pad + root_pad) * dt.grad.bytes
+        out[(Collective.ALL_GATHER, Dim.DP)] += m * (2 * n_layers * layer_pad + root_pad) * dt.param.bytes
+        out[(Collective.REDUCE_SCATTER, Dim.DP)] += (n_layers * layer_pad + root_pad) * dt.grad.bytes
 
     if tp > 1:
         points = 4 * n_layers + int(first) + int(last)  # per micro-batch, A elements each
-        out[(CommOp.ALL_REDUCE, Dim.TP)] += m * points * act_elems * dt.activation.bytes
+        out[(Collective.ALL_REDUCE, Dim.TP)] += m * points * act_elems * dt.activation.bytes
         if last:  # vocab-parallel cross entropy: 3 all-reduces of [micro_batch * seq] fp32
-            out[(CommOp.ALL_REDUCE, Dim.TP)] += m * 3 * plan.micro_batch * shape.seq_len * DType.FP32.bytes
+            out[(Collective.ALL_REDUCE, Dim.TP)] += m * 3 * plan.micro_batch * shape.seq_len * DType.FP32.bytes
 
     if plan.pp > 1:
         if spec.tied_embeddings and (first or last):
-            out[(CommOp.ALL_REDUCE, Dim.PP)] += spec.vocab // tp * spec.hidden * dt.grad.bytes
+            out[(Collective.ALL_REDUCE, Dim.PP)] += spec.vocab // tp * spec.hidden * dt.grad.bytes
         msg = m * act_elems * dt.activation.bytes
         sends = (0 if last else 1) + (0 if first else 1)  # activation forward, input gradient backward
-        out[(CommOp.SEND, Dim.PP)] += sends * msg
-        out[(CommOp.RECV, Dim.PP)] += sends * msg
+        out[(Collective.SEND, Dim.PP)] += sends * msg
+        out[(Collective.RECV, Dim.PP)] += sends * msg
 
     bad = {k: v for k, v in out.items() if v != int(v)}
     if bad:  # fractional bytes (e.g. int4): refuse rather than round silently
         raise DistscopeError(f"comm volume has fractional bytes {bad} [plan: {plan.degrees()}]")
     return {k: int(v) for k, v in sorted(out.items(), key=lambda kv: (kv[0][1].value, kv[0][0].value))}
-
-
-def to_json(volume: dict[tuple[CommOp, Dim], int]) -> dict[str, dict[str, int]]:
-    """{"dp": {"all_reduce": bytes, ...}, "tp": {...}} for --json output."""
-    out: dict[str, dict[str, int]] = defaultdict(dict)
-    for (op, dim), b in volume.items():
-        out[dim.value][op.value] = b
-    return dict(out)
-
-
-def comm_volume_report(spec: ModelSpec, shape: TrainingShape, plan: Plan) -> dict[str, object]:
-    """JSON-able report: per pipeline stage, bytes per (dim, op) one rank issues per step."""
-    return {
-        "model": spec.name,
-        "plan": plan.degrees(),
-        "unit": "bytes per optimizer step per rank (nccl-tests convention)",
-        "stages": [{"stage": s, "bytes": to_json(comm_volume(spec, shape, plan, stage=s))} for s in range(plan.pp)],
-    }
-
-
-def comm_volume_table(report: dict[str, object]) -> Table:
-    table = Table(title=f"communication volume per step per rank: {report['model']} [{report['plan']}]")
-    for col in ("stage", "dim", "op", "bytes", "MiB"):
-        table.add_column(col, justify="right" if col in ("stage", "bytes", "MiB") else "left")
-    stages = report["stages"]
-    assert isinstance(stages, list)
-    for st in stages:
-        for dim, ops in st["bytes"].items():
-            for op, b in ops.items():
-                table.add_row(str(st["stage"]), dim, op, str(b), f"{b / 2**20:.3f}")
-    return table

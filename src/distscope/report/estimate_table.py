@@ -10,6 +10,7 @@ from distscope.model.result import Estimate
 from distscope.plan import Plan
 from distscope.report.console import gib, secs
 from distscope.scenario import Scenario
+from distscope.search.compression import config_label
 from distscope.workload.params import total_params
 
 
@@ -24,7 +25,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "schedule": plan.schedule.value, "precision": plan.precision.value,
         "overlap": sorted(d.value for d in plan.overlap), "attention": plan.attention.value,
         "stage_layers": list(plan.stage_layers), "framework": plan.framework.value,
-        "reshard_after_forward": plan.reshard_after_forward, **moe,
+        "reshard_after_forward": plan.reshard_after_forward, "compression": config_label(plan.compression), **moe,
     }
 
 
@@ -32,6 +33,7 @@ def estimate_json(sc: Scenario, est: Estimate) -> dict[str, Any]:
     return {
         "model": sc.spec.name, "cluster": sc.cluster.name, "gpus": sc.cluster.num_gpus,
         "seq": sc.shape.seq_len, "global_batch": sc.shape.global_batch, "plan": plan_dict(sc.plan),
+        "software": sc.software.name if sc.software is not None else None,
         **est.to_dict(),
     }
 

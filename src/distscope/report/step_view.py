@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from distscope.comm.collective import Collective
 from distscope.plan import Plan
 from distscope.sim.engine import SimOutcome
 from distscope.sim.program import COLL, COMPUTE, RECV
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
-from distscope.trace.graph import CollKind, Node, NodeKind
+from distscope.trace.graph import Node, NodeKind
 from distscope.trace.traceset import TraceSet
+from distscope.trace.volume import rank_volume, role_of
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -27,35 +29,19 @@ MAX_GPUS = 65536  # as plan re-ranking: the simulator's cost grows with the data
 
 
 _GROUPS = {"tp": "tp", "cp": "cp", "ep": "ep", "epx": "ep", "epl": "ep", "etp": "ep", "edp": "dp", "edpz": "dp",
-           "dp": "dp", "dpz": "dp", "emb": "pp", "mirror": "pp"}  # trace/builder.py Group roles
-
-
-def group_of(pg_name: str) -> str:
-    """The parallel group of a process-group name: distscope's own names start with their role
-    (`tp:s0:d0:c0`, `dp:s1:t0`, `emb:…` = the tied-embedding pp pair); other tools' names stay whole."""
-    role = pg_name.split(":", 1)[0] if ":" in pg_name else ""
-    return _GROUPS.get(role, pg_name or "world")
+           "dp": "dp", "dpz": "dp", "emb": "pp", "mirror": "pp", "pp": "pp"}  # trace/builder.py Group roles
 
 
 def comm_bytes_per_group(traces: TraceSet, max_ranks: int = MAX_RANKS) -> dict[str, dict[str, float]]:
     """Per traced rank (the first max_ranks: one per pipeline stage in a symmetric set), bytes per step
-    in each parallel group, as nccl-tests counts them: an ALL_GATHER node carries the per-rank shard
-    (Chakra comm_size, as ASTRA-sim reads it), counted as the gathered output (shard x group size);
-    other collectives their buffer; point-to-point (pp) the bytes sent."""
+    in each parallel group (tp, cp, ep, dp, pp), as trace/volume.py counts them; point-to-point (pp)
+    the bytes sent."""
     out: dict[str, dict[str, float]] = {}
     for rank in sorted(traces.graphs)[:max_ranks]:
         acc: dict[str, float] = {}
-        for n in traces.graphs[rank].nodes:
-            if n.kind is NodeKind.COMM_COLL:
-                size = float(n.comm_size_bytes)
-                if n.comm_kind is CollKind.ALL_GATHER:
-                    size *= len(traces.members(n.pg_name, rank))
-                key = group_of(n.pg_name)
-            elif n.kind is NodeKind.COMM_SEND:
-                size, key = float(n.tensor_size_bytes or n.comm_size_bytes), "pp"
-            else:
-                continue
-            acc[key] = acc.get(key, 0.0) + size
+        for role, ops in rank_volume(traces, rank).items():
+            key = _GROUPS.get(role, role)
+            acc[key] = acc.get(key, 0.0) + sum(b for op, b in ops.items() if op != Collective.RECV.value)
         out[f"rank {rank}"] = acc
     return out
 
@@ -85,7 +71,7 @@ def _category(node: Node, kind: int) -> str:
         if "_bwd_" in name or name.endswith("_bwd"):
             return "backward"
         return "optimizer" if name.startswith("optimizer") else "compute"
-    return "pp" if node.kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV) else group_of(node.pg_name)
+    return "pp" if node.kind in (NodeKind.COMM_SEND, NodeKind.COMM_RECV) else _GROUPS.get(role_of(node.pg_name), node.pg_name or "world")
 
 
 def timeline_rows(outcome: SimOutcome) -> list[dict[str, Any]]:

@@ -39,16 +39,13 @@ def _schedules(value: str) -> tuple:
     return tuple(dict.fromkeys(parse_enum(Schedule, x, "--schedules") for x in items))
 
 
+@S.with_flags(S.WorkloadFlags, S.SystemFlags, S.PlanFlags, defaults=(S.PLANNER_WORKLOAD, S.PLANNER_SYSTEM),
+             only={S.PlanFlags: ("precision", "attention", "moe_dispatcher", "software")})
 def plan_cmd(
-    model: S.ModelOpt = "llama3-70b",
-    cluster: S.ClusterOpt = "dgx-h100",
-    gpus: S.GpusOpt = 64,
-    global_batch: S.GlobalOpt = 128,
-    seq: S.SeqOpt = None,
-    precision: S.PrecisionOpt = "bf16",
-    attention: S.AttentionOpt = "flash",
-    moe_dispatcher: S.DispatcherOpt = "alltoall",
-    overlap: Annotated[str, typer.Option("--overlap", help="Communication the software can overlap (all of it is used): comma list of dp,tp,pp, or none.")] = "dp,tp,pp",
+    workload: S.WorkloadFlags,
+    system: S.SystemFlags,
+    plan: S.PlanFlags,
+    overlap: Annotated[str | None, typer.Option("--overlap", help="Communication the software can overlap (all of it is used): comma list of dp,tp,pp, or none (default: what the --software preset hides; none named: dp,tp,pp).")] = None,
     top: Annotated[int, typer.Option("--top", "-k", help="How many ranked plans to print.")] = 10,
     tp: Annotated[str | None, typer.Option("--tp", help="Restrict tp to these degrees (comma list).")] = None,
     pp: Annotated[str | None, typer.Option("--pp", help="Restrict pp to these degrees (comma list).")] = None,
@@ -60,15 +57,10 @@ def plan_cmd(
     schedules: Annotated[str, typer.Option("--schedules", help="Pipeline schedules to search, comma list of 1f1b, interleaved-1f1b, zb-h1, zb-v, dualpipe, 2bw, or all.")] = "1f1b,interleaved-1f1b",
     compression: Annotated[bool, typer.Option("--compression/--no-compression", help="Also search quantized communication (DP grads, ZeRO weights, TP activations).")] = True,
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
-    link: S.LinkOpt = None,
-    profile: S.ProfileOpt = None,
-    max_memory: S.MaxMemoryOpt = None,
-    headroom: S.HeadroomOpt = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
-    framework: Annotated[str, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits).")] = "megatron",
-    software: S.SoftwareOpt = None,
+    framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -76,13 +68,11 @@ def plan_cmd(
     With --software the attention kernel comes from the preset and --overlap is capped to what it hides."""
     from distscope.dtypes import Precision
     from distscope.errors import DistscopeError
-    from distscope.plan import AttentionImpl, MoeDispatcher, parse_enum
+    from distscope.plan import AttentionImpl, Framework, MoeDispatcher, parse_enum
     from distscope.report.cli import check_report
     from distscope.report.console import out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
-    from distscope.search.emit import estimate_command
     from distscope.search.explain import explain
-    from distscope.search.frameworks import TORCHTITAN_MODELS, Framework, restrict
     from distscope.search.planner import search
     from distscope.search.report import (
         breakdown_table,
@@ -94,10 +84,8 @@ def plan_cmd(
         runner_up,
         top_table,
     )
+    from distscope.search.settings import planner_space
     from distscope.search.space import SearchSpace
-    from distscope.software.presets import get_software
-    from distscope.workload.catalog import get_model
-    from distscope.workload.training import TrainingShape
 
     check_report(report)
     if top < 1:
@@ -107,27 +95,22 @@ def plan_cmd(
     from distscope.sim.network import NetworkMode
 
     mode = parse_enum(NetworkMode, network_mode, "--network-mode")
-    spec = get_model(model)
-    seq = S.default_seq(spec) if seq is None else seq
-    S.check_seq(spec, seq)
-    shape = TrainingShape(seq_len=seq, global_batch=global_batch)
-    c = S.build_cluster(cluster, gpus, link, profile=profile, max_memory=max_memory, headroom=headroom)
-    sw = get_software(software) if software is not None else None
-    space = SearchSpace(
-        precision=Precision.parse(precision, "--precision"),
-        attention=parse_enum(AttentionImpl, attention, "--attention"),  # type: ignore[arg-type]
-        overlap=S.parse_overlap(overlap), tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
-        ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
-        schedules=_schedules(schedules),
-        moe_dispatcher=parse_enum(MoeDispatcher, moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
+    spec, shape = S.build_workload(workload)
+    model, cluster, gpus, global_batch, seq = workload.model, system.cluster, system.gpus, shape.global_batch, shape.seq_len
+    precision = plan.precision
+    c = S.build_cluster(system)
+    sw = S.software_of(plan)
+    space = planner_space(
+        spec=spec, device=c.device, precision=Precision.parse(plan.precision, "--precision"), software=sw,
+        framework=None if framework is None else parse_enum(Framework, framework, "--framework"),  # type: ignore[arg-type]
+        attention=None if plan.attention is None else parse_enum(AttentionImpl, plan.attention, "--attention"),  # type: ignore[arg-type]
+        overlap=None if overlap is None else S.parse_overlap(overlap),
+        moe_dispatcher=parse_enum(MoeDispatcher, plan.moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
+        limits=SearchSpace(tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
+                           ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
+                           schedules=_schedules(schedules)),
     )
-    if sw is not None:
-        space = space.with_software(sw)
-    fw: Framework = parse_enum(Framework, framework, "--framework")  # type: ignore[assignment]
-    if fw is Framework.TORCHTITAN and spec.name not in TORCHTITAN_MODELS:
-        raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "
-                             f"it has {', '.join(sorted(TORCHTITAN_MODELS))}")
-    space = restrict(fw, space, c.device)
+    fw = space.framework
     from distscope.report.progress import progress
 
     with progress(None, "searching layouts") as bar:
@@ -148,17 +131,27 @@ def plan_cmd(
         warn(f"--simulate-top skipped: {c.num_gpus:,} GPUs > {RERANK_MAX_GPUS:,} (the simulator's cost grows with "
              "the data-parallel group); ranking by the estimate")
     elif simulate_top:
+        from distscope.search.report import rerank_status
         from distscope.search.rerank import simulate_candidates
 
         with progress(min(simulate_top, len(ranked)), "simulating the top plans") as bar:
             simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode,  # type: ignore[arg-type]
-                                            progress=bar.update, software=sw)
+                                            progress=bar.update, software=sw,
+                                            status=rerank_status(bar.describe, ranked[:simulate_top]))
         first = next(x for x in simulated if x.candidate is res.top[0])
         if simulated[0].simulated_step_s < first.simulated_step_s * (1 - RERANK_TIE):
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
             ranked = head + [x for x in ranked if all(x is not h for h in head)]
     best = ranked[0]
+    from distscope.search.planner import partition_gain
+    from distscope.search.report import partition_line, tie_json, tie_line
     from distscope.validate.envelope import outside
+
+    sim_of = {id(x.candidate): x.simulated_step_s for x in simulated}
+    sim_ordered = len(simulated) if simulated and best is not res.top[0] else 0  # rows the simulator ordered
+    tie = tie_json(ranked, res.pool, spec.moe is not None)
+    tied = [i in tie["ranks"] for i in range(1, len(ranked) + 1)]
+    split = partition_gain(spec, shape, c, best, sw)  # about the plan printed as #1
 
     beyond = outside(c.device.name, best.plan.precision.value, best.estimate.mfu)
     if beyond:
@@ -175,14 +168,18 @@ def plan_cmd(
     cr = (best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps, base=best, software=sw)
           if compression else None)
     configs = framework_configs(best.plan, spec, shape, c)
-    again = estimate_command(best.plan, model=model, cluster=cluster, gpus=gpus, shape=shape,
-                             software=sw.name if sw else None)
+    import dataclasses
+
+    again = reproduce_command(best.plan, dataclasses.replace(workload, seq=seq), system,
+                              software=sw.name if sw else None)
     result = {
         "model": spec.name, "cluster": c.name, "gpus": c.num_gpus, "seq": seq, "global_batch": global_batch,
         "capacity_bytes": c.memory_capacity_bytes, "usable_bytes": c.device.usable_bytes,
-        "best": candidate_json(best), "top": [candidate_json(x) for x in ranked],
+        "best": candidate_json(best),
+        "top": [{**candidate_json(x), "simulated_step_s": sim_of.get(id(x)), "tie": f} for x, f in zip(ranked, tied, strict=True)],
+        "ranked_by_simulation": sim_ordered, "tie": tie,
         "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
-        "why": why, "why_layout": why_layout, "partition": partition_json(res.partition), "compression": compression_json(cr),
+        "why": why, "why_layout": why_layout, "partition": partition_json(split, best.plan), "compression": compression_json(cr),
         "framework": fw.value, "software": sw.name if sw else None, **configs, "estimate_command": again,
         "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
                        "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
@@ -197,28 +194,28 @@ def plan_cmd(
     if as_json:
         print_json(result)
         return
-    out.print(top_table(tuple(ranked), f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
-                             f"{space.precision.value}: top {len(ranked)} of {res.feasible:,} feasible plans"
-                             + (f", first {len(simulated)} ranked by simulation" if simulated else "")))
+    title = (f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
+             f"{space.precision.value}: top {len(ranked)} of {res.feasible:,} feasible plans"
+             + (f", first {sim_ordered} ranked by simulation" if sim_ordered
+                else f", first {len(simulated)} simulated" if simulated else ""))
+    out.print(top_table(ranked, title, simulated_s=[sim_of.get(id(x)) for x in ranked], sim_ordered=sim_ordered,
+                        tie=tied))
+    line = tie_line(tie, ranked)
+    if line:
+        out.print(line)
     out.print(breakdown_table(best))
     out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s")
     if simulated:
-        out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network, symmetric traces); "
-                  "ranked by simulated step time:")
-        for i, x in enumerate(simulated, 1):
-            out.print(f"  {i}. {x.candidate.plan.degrees()}: simulated {x.simulated_step_s:.3f} s, "
-                      f"estimated {x.estimated_step_s:.3f} s ({x.sim_wall_s:.2f} s to simulate)", markup=False)
+        wall = sum(x.sim_wall_s for x in simulated)
+        order = ("they are ranked by simulated step time (sim s)" if sim_ordered else
+                 f"no plan beats the estimator's #1 by more than {100 * RERANK_TIE:.1f}%, so the estimate's order stands")
+        out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network, symmetric traces; "
+                  f"{wall:.2f} s of simulation): {order}")
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
     if why_layout:
         out.print(f"[bold]vs the best other tp/pp layout[/bold]: {why_layout}")
-    g = res.partition
-    if g is not None and g.optimal_step_s < g.default_step_s:
-        out.print(f"[bold]pipeline split[/bold] {list(g.optimal_sizes)} (exact min-max DP) instead of the uniform "
-                  f"{list(g.default_sizes)}: slowest stage {g.optimal_bottleneck_s * 1e3:.2f} ms vs "
-                  f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch, step {g.step_gain_pct:.2f}% faster")
-    elif g is not None:
-        out.print(f"[bold]pipeline split[/bold] the default split is already optimal (slowest stage "
-                  f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch)")
+    if split is not None:
+        out.print(partition_line(split, best.plan))
     if cr is not None:
         out.print(compression_table(cr))
         if cr.speedup <= 1.0:
@@ -240,6 +237,13 @@ def plan_cmd(
             out.print(cfg["text"], markup=False, soft_wrap=True)
     out.print("[bold]reproduce #1[/bold]:")
     out.print(again, markup=False, soft_wrap=True)
+
+
+def reproduce_command(plan, workload, system, software: str | None) -> str:
+    """The `distscope estimate` command that gives this plan's prediction (scenario/argv.py)."""
+    from distscope.scenario.argv import command, plan_flags
+
+    return command("estimate", workload, system, plan_flags(plan, software=software))
 
 
 def framework_configs(plan, spec, shape, cluster) -> dict:

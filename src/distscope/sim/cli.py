@@ -273,10 +273,10 @@ def _network(
     if cluster is not None:
         if gpus is None:
             raise DistscopeError(f"--cluster={cluster!r} needs --gpus")
-        from distscope.scenario import build_cluster
+        from distscope.scenario import SystemFlags, build_cluster
         from distscope.sim.cluster_network import ClusterNetwork
 
-        c = _scale_cluster(build_cluster(cluster, gpus, link, str(profile) if profile else None), bw, lat)
+        c = _scale_cluster(build_cluster(SystemFlags(cluster=cluster, gpus=gpus, link=link, profile=str(profile) if profile else None)), bw, lat)
         device = Device(peak_flops=c.device.flops(DType.BF16), mem_bw_Bps=c.device.hbm_Bps)
         if c.device.kernels is not None:
             device = _measured_device(c.device.kernels, device)

@@ -17,7 +17,7 @@ from typing import Any
 
 from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
-from distscope.plan import AttentionImpl, Dim
+from distscope.plan import AttentionImpl, Dim, Framework, Recompute
 
 
 class KernelStack(Enum):
@@ -25,6 +25,22 @@ class KernelStack(Enum):
 
     FUSED = "fused"  # Megatron/Transformer Engine hand-fused CUDA kernels (apex, TE LayerNormLinear, ...)
     PYTORCH = "pytorch"  # PyTorch-native modules: eager ops or torch.compile (Inductor/Triton) kernels
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlanDefaults:
+    """What the stack runs where a plan does not say (the `plan_defaults` of a preset, each with its source
+    in the preset's `sources`). scenario/build.py applies them to every flag left out, in every verb."""
+
+    zero_stage: int = 0
+    distributed_optimizer: bool = True  # Megatron-Core's --use-distributed-optimizer (ZeRO-1)
+    sequence_parallel: bool = True  # with tp > 1
+    recompute: Recompute = Recompute.NONE
+    framework: Framework = Framework.ANY
+
+    def __post_init__(self) -> None:
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise DistscopeError(f"plan_defaults.zero_stage={self.zero_stage} must be 0, 1, 2 or 3")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +59,7 @@ class SoftwareProfile:
     fp8_attention: bool = False  # attention in FP8 (TE fp8_dpa); otherwise BF16
     step_overhead_s: float = 0.0  # per-step fixed cost the source's timing includes beyond the model
     kernels: KernelStack = KernelStack.FUSED  # priced at efficiency.PYTORCH_STACK when PYTORCH
+    plan: PlanDefaults = PlanDefaults()  # the plan choices the stack makes when not told
     sources: str = ""
 
     def __post_init__(self) -> None:
@@ -50,16 +67,25 @@ class SoftwareProfile:
             raise DistscopeError(f"software {self.name}: step_overhead_s={self.step_overhead_s} must be >= 0")
 
 
+# With no preset named: a current Megatron-Core-like stack (FlashAttention-2, DP/TP/PP overlap, the
+# distributed optimizer, sequence parallelism with TP, no recompute: PlanDefaults' own defaults).
 DEFAULT = SoftwareProfile(name="default", attention=AttentionImpl.FLASH, overlap=frozenset({Dim.DP, Dim.TP, Dim.PP}))
+
+
+def _plan_defaults(d: dict[str, Any]) -> PlanDefaults:
+    return PlanDefaults(
+        zero_stage=int(d["zero_stage"]), distributed_optimizer=bool(d["distributed_optimizer"]),
+        sequence_parallel=bool(d["sequence_parallel"]), recompute=Recompute(d["recompute"]),
+        framework=Framework(d["framework"]))
 
 
 def _profile(name: str, d: dict[str, Any]) -> SoftwareProfile:
     try:
         return SoftwareProfile(
             name=name, attention=AttentionImpl(d["attention"]), overlap=frozenset(Dim(x) for x in d["overlap"]),
-            kernels=KernelStack(d.get("kernels", KernelStack.FUSED.value)),
+            kernels=KernelStack(d.get("kernels", KernelStack.FUSED.value)), plan=_plan_defaults(d["plan_defaults"]),
             **{f.name: d[f.name] for f in dataclasses.fields(SoftwareProfile)
-               if f.name not in ("name", "attention", "overlap", "kernels") and f.name in d},
+               if f.name not in ("name", "attention", "overlap", "kernels", "plan") and f.name in d},
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise DistscopeError(f"software preset {name}: malformed ({exc})") from None

@@ -50,41 +50,13 @@ def info(
 
 
 @trace_app.command("generate")
+@S.with_flags(S.WorkloadFlags, S.SystemFlags, S.PlanFlags)
 def generate(
+    workload: S.WorkloadFlags,
+    system: S.SystemFlags,
+    plan: S.PlanFlags,
     out_dir: Annotated[Path, typer.Option("-o", "--out", help="Directory to write the traces into.")],
-    model: S.ModelOpt = "llama3-8b",
-    cluster: S.ClusterOpt = "dgx-h100",
-    gpus: S.GpusOpt = 8,
-    dp: S.DpOpt = None,
-    tp: S.TpOpt = 1,
-    pp: S.PpOpt = 1,
-    vp: S.VpOpt = 1,
-    cp: S.CpOpt = 1,
-    ep: S.EpOpt = 1,
-    sequence_parallel: S.SpOpt = False,
-    zero: S.ZeroOpt = 1,
-    distributed_optimizer: S.DistOptOpt = False,
-    micro_batch: S.MicroOpt = 1,
-    global_batch: S.GlobalOpt = 128,
-    seq: S.SeqOpt = None,
-    recompute: S.RecomputeOpt = "none",
-    recompute_layers: S.RecomputeLayersOpt = 0,
-    schedule: S.ScheduleOpt = None,
-    precision: S.PrecisionOpt = "bf16",
-    overlap: S.OverlapOpt = "dp,tp,pp",
-    attention: S.AttentionOpt = "flash",
-    stage_layers: S.StageLayersOpt = None,
-    first_stage_layers: S.FirstStageOpt = None,
-    last_stage_layers: S.LastStageOpt = None,
-    reshard_after_forward: S.ReshardOpt = True,
-    etp: S.EtpOpt = None,
-    capacity_factor: S.CapacityOpt = None,
-    moe_a2a_overlap: S.A2AOverlapOpt = False,
-    moe_dispatcher: S.DispatcherOpt = "alltoall",
     steps: Annotated[int, typer.Option("--steps", help="Consecutive steps in one trace (only --schedule 2bw, which has no flush).")] = 1,
-    software: S.SoftwareOpt = None,
-    link: S.LinkOpt = None,
-    profile: S.ProfileOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
     symmetric: Annotated[
         bool,
@@ -96,42 +68,15 @@ def generate(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a one-line JSON summary.")] = False,
 ) -> None:
-    """Write Chakra execution traces of one training step of a plan (same flags as `distscope estimate`)."""
+    """Write Chakra execution traces of one training step of a plan (the same flags and defaults as
+    `distscope estimate`)."""
 
+    from distscope.report.estimate_table import plan_dict
     from distscope.trace.builder import build_traces
     from distscope.trace.chakra_io import write_symmetric, write_traces
     from distscope.trace.from_plan import step_spec
 
-    sc = S.build_scenario(
-        model=model,
-        cluster=cluster,
-        gpus=gpus,
-        dp=dp,
-        tp=tp,
-        pp=pp,
-        vp=vp,
-        cp=cp,
-        ep=ep,
-        sequence_parallel=sequence_parallel,
-        zero=zero,
-        distributed_optimizer=distributed_optimizer,
-        micro_batch=micro_batch,
-        global_batch=global_batch,
-        seq=seq,
-        recompute=recompute,
-        recompute_layers=recompute_layers,
-        schedule=schedule,
-        precision=precision,
-        overlap=overlap,
-        attention=attention,
-        stage_layers=stage_layers,
-        link=link,
-        profile=profile,
-        flags=S.PlanFlags(etp=etp, capacity_factor=capacity_factor, moe_a2a_overlap=moe_a2a_overlap,
-                          moe_dispatcher=moe_dispatcher,
-                          reshard_after_forward=reshard_after_forward, first_stage_layers=first_stage_layers,
-                          last_stage_layers=last_stage_layers),
-    )
+    sc = S.build_scenario(workload, system, plan)
     from distscope.report.progress import progress
     from distscope.trace.builder import traced_ranks
 
@@ -139,10 +84,7 @@ def generate(
         from distscope.errors import DistscopeError
 
         raise DistscopeError(f"--steps={steps} must be >= 1")
-    from distscope.software.presets import get_software
-
-    sw = get_software(software) if software is not None else None
-    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps, software=sw)
+    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps, software=sc.software)
     with progress(traced_ranks(step, symmetric), "building traces") as advance:
         traces = build_traces(step, symmetric=symmetric, on_rank=advance)
     from distscope.userfile import check_writable_dir
@@ -160,6 +102,7 @@ def generate(
         "nodes": sum(len(g.nodes) for g in traces.graphs.values()),
         "symmetric": symmetric,
         "plan": sc.plan.degrees(),
+        "plan_fields": plan_dict(sc.plan),
     }
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")

@@ -2,7 +2,7 @@
 
 `auto` cells are resolved by the tool: every combination of the auto fields is estimated and the
 fastest plan that fits in memory wins (micro-batch over the divisors of global_batch/dp up to
-MAX_AUTO_MICRO_BATCH, vp over 1..MAX_AUTO_VP). Layers that do not divide by pp·vp are split as
+scenario.build.MAX_AUTO_MICRO_BATCH, vp over 1..MAX_AUTO_VP). Layers that do not divide by pp·vp are split as
 Megatron does (first/last-stage columns, else its embedding/loss accounting: model.stages). A
 malformed row is reported with its run_id and column; the others still run.
 """
@@ -20,13 +20,13 @@ from distscope.measure.profile import SystemProfile
 from distscope.model import Estimate, estimate
 from distscope.model.stages import balanced_chunks, first_last_chunks
 from distscope.plan import SCHEDULE_TRAITS, Plan, Recompute, Schedule
+from distscope.scenario.build import auto_micro_batches
 from distscope.system.calibrated import apply_profile
 from distscope.system.topology import Cluster
 from distscope.validate.cluster_from_row import cluster_for
 from distscope.validate.rows import Row, parse_row, read_rows
 from distscope.workload.training import TrainingShape
 
-MAX_AUTO_MICRO_BATCH = 16
 MAX_AUTO_VP = 8  # as the planner's default --max-vp
 
 
@@ -82,9 +82,7 @@ def layouts(row: Row) -> Iterator[tuple[int, Schedule, tuple[int, ...]]]:
 
 
 def candidate_plans(row: Row) -> Iterator[Plan]:
-    m_total = row.global_batch // row.dp if row.global_batch % row.dp == 0 else 0
-    mbs = [row.micro_batch] if row.micro_batch is not None else [
-        d for d in range(1, min(MAX_AUTO_MICRO_BATCH, max(m_total, 1)) + 1) if m_total % d == 0]
+    mbs = [row.micro_batch] if row.micro_batch is not None else auto_micro_batches(row.global_batch, row.dp)
     sps = [row.sequence_parallel] if row.sequence_parallel is not None else ([False, True] if row.tp > 1 else [False])
     dos = [row.distributed_optimizer] if row.distributed_optimizer is not None else [False, True]
     ovs = [row.overlap] if row.overlap is not None else [row.overlap_capable]
