@@ -8,7 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
+from distscope.scenario import PLANNER_WORKLOAD, SystemFlags, WorkloadFlags
 from distscope.serve import scenario as S
+
+# the model and cluster every verb starts from (scenario/flags.py); serve plan, like plan, the planner's
+WORKLOAD, SYSTEM = WorkloadFlags(), SystemFlags()
 
 app = typer.Typer(help="Inference serving: estimate, simulate, plan, validate, measure.", no_args_is_help=True)
 
@@ -21,7 +25,7 @@ def _fmt_s(t: float) -> str:
 
 @app.command("estimate")
 def estimate_cmd(
-    model: S.ModelOpt = "llama3-8b", cluster: S.ClusterOpt = "dgx-h100", gpus: S.GpusOpt = None, tp: S.TpOpt = 1,
+    model: S.ModelOpt = WORKLOAD.model, cluster: S.ClusterOpt = SYSTEM.cluster, gpus: S.GpusOpt = None, tp: S.TpOpt = 1,
     pp: S.PpOpt = 1, ep: S.EpOpt = 1, weights: S.WeightsOpt = "bf16", act: S.ActOpt = "auto", kv: S.KvOpt = "bf16",
     stack: S.StackOpt = "vllm", scheduler: S.SchedulerOpt = None, max_batch: S.MaxBatchOpt = None, chunk: S.ChunkOpt = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Static batch size.")] = None,
@@ -30,9 +34,13 @@ def estimate_cmd(
     input_len: S.InputOpt = 1024, output_len: S.OutputOpt = 256, as_json: S.JsonOpt = False,
 ) -> None:
     """Closed-form TTFT, TPOT, latency, throughput, KV cache, max batch and memory per GPU."""
+    from distscope.errors import DistscopeError
     from distscope.report.console import gib, out, print_json
     from distscope.serve.estimate import estimate
 
+    if scheduler is not None:
+        raise DistscopeError(f"--scheduler={scheduler!r} has no effect on serve estimate: its closed form is continuous "
+                             "batching (--concurrency, --rate) or one static batch (--batch); serve simulate models schedulers")
     if batch is None and concurrency is None and rate is None:
         batch = 1
     sv = S.build_serving(model=model, cluster=cluster, gpus=gpus, tp=tp, pp=pp, ep=ep, weights=weights, act=act, kv=kv,
@@ -64,7 +72,8 @@ def estimate_cmd(
 
 @app.command("simulate")
 def simulate_cmd(
-    model: S.ModelOpt = "llama3-8b", cluster: S.ClusterOpt = "dgx-h100", gpus: S.GpusOpt = None, tp: S.TpOpt = 1,
+    ctx: typer.Context,
+    model: S.ModelOpt = WORKLOAD.model, cluster: S.ClusterOpt = SYSTEM.cluster, gpus: S.GpusOpt = None, tp: S.TpOpt = 1,
     pp: S.PpOpt = 1, ep: S.EpOpt = 1, weights: S.WeightsOpt = "bf16", act: S.ActOpt = "auto", kv: S.KvOpt = "bf16",
     stack: S.StackOpt = "vllm", scheduler: S.SchedulerOpt = None, max_batch: S.MaxBatchOpt = None, chunk: S.ChunkOpt = None,
     rate: Annotated[float | None, typer.Option("--rate", help="Poisson arrivals, requests per second.")] = None,
@@ -75,9 +84,9 @@ def simulate_cmd(
     input_len: S.InputOpt = 1024, output_len: S.OutputOpt = 256,
     lengths: Annotated[str, typer.Option("--lengths", help="fixed, or exponential around the given means.")] = "fixed",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival and length draws.")] = 0,
-    replicas: Annotated[int | None, typer.Option("--replicas", help="Replicas behind the router (default: gpus / (tp·pp)).")] = None,
+    replicas: Annotated[int | None, typer.Option("--replicas", help="Replicas behind the router (default: gpus / (tp·pp); with --gpus it must equal it).")] = None,
     router: Annotated[str, typer.Option("--router", help="round-robin or least-loaded.")] = "round-robin",
-    disagg: Annotated[str | None, typer.Option("--disagg", help="P:D — prefill and decode replicas (disaggregated serving).")] = None,
+    disagg: Annotated[str | None, typer.Option("--disagg", help="P:D — prefill and decode replicas (disaggregated serving); P + D replicas of tp·pp GPUs: --gpus, if given, must equal (P + D)·tp·pp, else it is derived.")] = None,
     slo: Annotated[str | None, typer.Option("--slo", help="ttft=0.5,tpot=0.05 (seconds, or with ms): goodput counts requests meeting both.")] = None,
     as_json: S.JsonOpt = False,
 ) -> None:
@@ -94,6 +103,13 @@ def simulate_cmd(
     modes = [rate is not None, concurrency is not None, burst, trace is not None]
     if sum(modes) > 1:
         raise DistscopeError("give one of --rate, --concurrency, --burst, --trace")
+    if trace:  # the trace gives every request's arrival and lengths
+        flags = {"requests": requests, "input_len": input_len, "output_len": output_len, "lengths": lengths, "seed": seed}
+        set_flags = [f"--{k.replace('_', '-')}={v}" for k, v in flags.items() if S.given(ctx, k)]
+        if set_flags:
+            raise DistscopeError(f"{', '.join(set_flags)} would be ignored with --trace={trace!r}: the trace gives every "
+                                 "request's arrival, input_len and output_len")
+    p_rep, d_rep, gpus = S.replica_pools(gpus=gpus, tp=tp, pp=pp, replicas=replicas, disagg=disagg)
     tr = read_trace(trace) if trace else ()
     check_in, check_out = (max(t[1] for t in tr), max(t[2] for t in tr)) if tr else (input_len, output_len)
     sv = S.build_serving(model=model, cluster=cluster, gpus=gpus, tp=tp, pp=pp, ep=ep, weights=weights, act=act, kv=kv,
@@ -111,15 +127,6 @@ def simulate_cmd(
                      rate_per_s=rate, lengths=ld, seed=seed)
     else:
         w = Workload(arrival=Arrival.BURST, requests=requests, input_len=input_len, output_len=output_len, lengths=ld, seed=seed)
-    n_rep = replicas if replicas is not None else sv.replicas
-    p_rep, d_rep = n_rep, 0
-    if disagg:
-        try:
-            p_rep, d_rep = (int(x) for x in disagg.split(":"))
-        except ValueError:
-            raise DistscopeError(f"--disagg={disagg!r} must look like P:D, e.g. 1:3") from None
-        if p_rep < 1 or d_rep < 1:
-            raise DistscopeError(f"--disagg={disagg!r}: both pools need at least one replica")
     rt = parse_enum(Router, router, "--router")
     assert isinstance(rt, Router)
     t0 = time.perf_counter()
@@ -147,12 +154,13 @@ def simulate_cmd(
 
 @app.command("plan")
 def plan_cmd(
-    model: S.ModelOpt = "llama3-70b", cluster: S.ClusterOpt = "dgx-h100",
+    ctx: typer.Context,
+    model: S.ModelOpt = PLANNER_WORKLOAD.model, cluster: S.ClusterOpt = SYSTEM.cluster,
     gpus: Annotated[int, typer.Option("--gpus", "-n", help="GPU budget.")] = 8,
     stack: S.StackOpt = "vllm", input_len: S.InputOpt = 1024, output_len: S.OutputOpt = 256,
     rate: Annotated[float | None, typer.Option("--rate", help="Offered load, requests/s (default: as much as the plan takes).")] = None,
-    slo: Annotated[str | None, typer.Option("--slo", help="ttft=..,tpot=.. (seconds, or ms).")] = None,
-    attainment: Annotated[float, typer.Option("--attainment", help="Share of requests that must meet the SLO.")] = 0.9,
+    slo: Annotated[str | None, typer.Option("--slo", help="ttft=..,tpot=.. (seconds, or ms); plans then rank by their maximum sustainable rate under it.")] = None,
+    attainment: Annotated[float, typer.Option("--attainment", help="Share of requests that must meet the SLO (with --slo).")] = 0.9,
     precisions: Annotated[str | None, typer.Option("--precisions", help="Comma list among bf16, fp8, int4, fp4 (default: all the GPU runs).")] = None,
     batches: Annotated[str, typer.Option("--batches", help="Batch limits to try.")] = "64,128,256,512",
     chunks: Annotated[str | None, typer.Option("--chunks", help="Chunked-prefill budgets to try (implies --scheduler chunked).")] = None,
@@ -162,18 +170,35 @@ def plan_cmd(
     top: Annotated[int, typer.Option("--top", "-k", help="Plans to print.")] = 8,
     as_json: S.JsonOpt = False,
 ) -> None:
-    """Search TP/PP/EP, replicas, precision, batch limit, chunk size and disaggregated pools; rank by
-    goodput under the SLO (simulated), explain the winner."""
+    """Search TP/PP/EP, replicas, precision, batch limit, chunk size and disaggregated pools; simulate the
+    closed-form best and explain the winner.
+
+    With --slo each simulated plan gets its maximum sustainable rate: the highest Poisson rate at which
+    --attainment of the requests meet the SLO and the plan keeps up with its arrivals, found by bracketing
+    and bisection over the rate with the simulator (same seed for every plan and rate) to 2%. Plans rank by
+    whether they sustain --rate, then by that rate; without --slo by simulated goodput. Plans whose max
+    rates agree to 2% (goodputs to 1%) are a tie: the table says so and --json lists them under "tie"."""
     import dataclasses
 
     from rich.table import Table
 
     from distscope.errors import DistscopeError
-    from distscope.report.console import err, out, print_json
+    from distscope.report.console import out, print_json
+    from distscope.report.progress import progress
     from distscope.scenario import build_cluster, parse_int_list
     from distscope.serve.context import check_lengths, context_len
     from distscope.serve.metrics import parse_slo
-    from distscope.serve.plan import candidate_json, explain, no_plan_message, search
+    from distscope.serve.plan import (
+        GOODPUT_TIE_RTOL,
+        TIE_RTOL,
+        candidate_json,
+        explain,
+        no_plan_message,
+        search,
+        short_run_note,
+        tie_group,
+        tie_message,
+    )
     from distscope.serve.stack import Policy, get_stack
     from distscope.workload.catalog import get_model
 
@@ -181,6 +206,9 @@ def plan_cmd(
         raise DistscopeError(f"--gpus={gpus} must be >= 1")
     if not 0 < attainment <= 1:
         raise DistscopeError(f"--attainment={attainment} must be in (0, 1]")
+    s = parse_slo(slo)
+    if s is None and S.given(ctx, "attainment"):
+        raise DistscopeError(f"--attainment={attainment} needs --slo: it is the share of requests that must meet the SLO")
     spec = get_model(model)
     window = context_len(spec, model)
     check_lengths(spec, input_len, output_len, window)
@@ -188,39 +216,63 @@ def plan_cmd(
     ch = parse_int_list(chunks, "--chunks") if chunks else ()
     if ch:
         st = dataclasses.replace(st, policy=Policy.CHUNKED)
-    s = parse_slo(slo)
     prec = tuple(x.strip().lower() for x in precisions.split(",")) if precisions else None
-    with err.status("searching serving plans ...", spinner="dots"):
-        ranked = search(spec=spec, cluster=build_cluster(cluster, gpus), gpus=gpus, stack=st, input_len=input_len,
+    cl = build_cluster(SystemFlags(cluster=cluster, gpus=gpus))
+    with progress(None, "searching serving plans (simulating the top ones)") as bar:
+        ranked = search(spec=spec, cluster=cl, gpus=gpus, stack=st, input_len=input_len,
                         output_len=output_len, rate_per_s=rate, slo=s, attainment=attainment, requests=requests,
                         allowed_precisions=prec, batches=parse_int_list(batches, "--batches"), chunks=ch,
-                        disaggregate=disaggregate, simulate_top=simulate_top, context=window)
+                        disaggregate=disaggregate, simulate_top=simulate_top, context=window, progress=bar.update)
     best = ranked[0]
     why = explain(best, ranked[1]) if len(ranked) > 1 else "the only feasible plan"
     miss = no_plan_message(ranked, s, attainment) if s is not None else None
+    tied = tie_group(ranked, s)
+    tie_line = tie_message(tied, s, rate)
+    if len(ranked) > 1 and any(ranked[1] is c for c in tied):
+        why = f"a tie with the runner-up ({why})"
+    note = short_run_note(best, s, requests)
     if as_json:
-        d: dict[str, Any] = {"best": candidate_json(best), "why": why, "plans": [candidate_json(c) for c in ranked[:top]]}
+        d: dict[str, Any] = {"best": candidate_json(best), "why": why,
+                             "ranked_by": "max_rate_req_s" if s is not None else "goodput_req_s",
+                             "tie": [c.label() for c in tied[1:]], "tie_rtol": TIE_RTOL if s is not None else GOODPUT_TIE_RTOL,
+                             "plans": [candidate_json(c) for c in ranked[:top]]}
         if miss:
             d["no_plan_meets_slo"] = miss
+        if note:
+            d["note"] = note
         print_json(d)
         return
     if miss:
         out.print(f"[red]{miss}[/red]", soft_wrap=True)
-    t = Table(title=f"{spec.name} on {gpus} × {build_cluster(cluster, gpus).device.name}, {input_len}/{output_len} tokens"
+    t = Table(title=f"{spec.name} on {gpus} × {cl.device.name}, {input_len}/{output_len} tokens"
                     + (f", {rate:g} req/s" if rate else "") + (f", SLO {s.label()}" if s else ""))
-    for col in ("layout", "pools", "w/a/kv", "batch", "chunk", "goodput/s", "tok/s", "p50 ttft", "p50 tpot", "SLO"):
+    cols = ["layout", "pools", "w/a/kv", "batch", "chunk"] + (["max rate/s"] if s else []) + [
+        "goodput/s", "tok/s", "p50 ttft", "p50 tpot", "SLO"]
+    for col in cols:
         t.add_column(col, justify="left" if col in ("layout", "pools", "w/a/kv") else "right")
     for c in ranked[:top]:
         if c.sim is None:
             continue
         m, f = c.sim, c.fields()
+        mr = []
+        if s:
+            assert c.max_rate is not None
+            mark = "= " if len(tied) > 1 and any(c is x for x in tied) else ""
+            met = c.max_rate.met_req_s
+            mr = [mark + ("none" if not met > 0 else f"≥{met:.3g}" if not math.isfinite(c.max_rate.missed_req_s) else f"{met:.3g}")]
         t.add_row(f"{c.layout.label()} ×{c.replicas}", f["disaggregated"],
-                  f"{f['weights']}/{f['act']}/{f['kv']}", f["max_batch"], f["chunk"],
+                  f"{f['weights']}/{f['act']}/{f['kv']}", f["max_batch"], f["chunk"], *mr,
                   f"{m.get('goodput_req_s', m['throughput_req_s']):.3g}", f"{m['throughput_out_tok_s']:,.0f}",
                   _fmt_s(m["ttft_s_p50"]), _fmt_s(m["tpot_s_p50"]), f"{m.get('slo_attainment', 1.0):.0%}")
     out.print(t)
+    if s and rate is None:
+        out.print("each plan simulated at its max rate (or at its closed-form capacity where no rate meets the SLO)")
     out.print(f"[bold]best[/bold]: {best.label()}", soft_wrap=True)
     out.print(f"[bold]why[/bold]: {why}", soft_wrap=True)
+    if tie_line:
+        out.print(f"[bold]tie[/bold]:{tie_line.removeprefix('tie:')}", soft_wrap=True)
+    if note:
+        out.print(f"[yellow]note[/yellow]:{note.removeprefix('note:')}", soft_wrap=True)
 
 
 @app.command("validate")

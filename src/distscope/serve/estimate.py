@@ -2,10 +2,11 @@
 
 - static batch B: one prefill of B prompts (TTFT), then decode steps with B sequences whose context
   grows from I to I+O (TPOT = mean step), throughput = B·O / (TTFT + (O−1)·TPOT);
-- concurrency C: continuous batching in steady state with n = min(C, max_batch) sequences; each
+- concurrency C (all replicas' clients, C/replicas each, as `serve simulate` counts them): continuous
+  batching in steady state with n = min(C/replicas, max_batch) sequences per replica; each
   iteration decodes n tokens and, amortised, prefills n·I/O prompt tokens (one prompt per O steps per
   sequence); TTFT = one prompt's prefill at that load, plus the wait of the C − n clients that do not
-  fit (Little's law: wait = (C − n) / request throughput);
+  fit (Little's law: wait = (C/replicas − n) / request throughput);
 - rate R: the same steady state at the n that Little's law gives (n = R · latency(n)); a rate above
   the replica's capacity is reported as such.
 `serve simulate` gives distributions and queueing; this is the mean-value view, one evaluation.
@@ -101,14 +102,16 @@ def estimate(rep: Replica, *, input_len: int, output_len: int, batch: int | None
         if concurrency is not None:
             if concurrency < 1:
                 raise DistscopeError(f"--concurrency={concurrency} must be >= 1")
-            n: float = min(concurrency, max_batch)
+            per_replica = concurrency / replicas  # the clients of all replicas, spread evenly (as serve simulate)
+            n: float = min(per_replica, max_batch)
             step, ttft = _steady(rep, n, inp, out)
             latency = ttft + (out - 1) * step
             thr_req = n / latency
-            if concurrency > n:
-                ttft += (concurrency - n) / thr_req
+            if per_replica > n:
+                ttft += (per_replica - n) / thr_req
                 latency = ttft + (out - 1) * step
-                note = f"{concurrency - n} of {concurrency} clients wait: the KV cache holds {max_batch} requests"
+                note = (f"{(per_replica - n) * replicas:.0f} of {concurrency} clients wait: the KV cache holds "
+                        f"{max_batch} requests per replica")
             tpot = step
             n_mean = n
         else:
