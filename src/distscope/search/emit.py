@@ -33,6 +33,18 @@ def pipeline_layout(sizes: tuple[int, ...]) -> str:
     return "|".join(chunks)
 
 
+# Always explicit: Megatron's default --moe-token-dispatcher-type is allgather, which is neither of the
+# dispatchers model/moe.py prices (and capacity factors and EP overlap need alltoall). DEEPEP is the flex
+# dispatcher's DeepEP backend (MCore 0.12-0.14 spelled it --moe-enable-deepep).
+_MOE_DISPATCHER_ARGS: dict[MoeDispatcher, list[str]] = {
+    MoeDispatcher.ALLTOALL: ["--moe-token-dispatcher-type", "alltoall"],
+    MoeDispatcher.DEEPEP: ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"],
+}
+
+# validate_args: "Currently GroupedGEMM for MoE only supports bf16 dtype" (asserts --bf16; FP8 runs with --bf16)
+_GROUPED_GEMM_PRECISIONS = frozenset({Precision.BF16, Precision.FP8})
+
+
 def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str]:
     a: list[str] = [
         "--tensor-model-parallel-size", str(plan.tp),
@@ -43,11 +55,11 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
         a += ["--expert-model-parallel-size", str(plan.ep)]
         if plan.etp is not None:
             a += ["--expert-tensor-parallel-size", str(plan.etp)]
-        if plan.moe_dispatcher is MoeDispatcher.DEEPEP:
-            # the flex dispatcher's DeepEP backend (MCore 0.12-0.14 spelled it --moe-enable-deepep)
-            a += ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"]
-        elif plan.capacity_factor is not None or plan.moe_a2a_overlap:
-            a += ["--moe-token-dispatcher-type", "alltoall"]  # what capacity and EP overlap need
+        a += _MOE_DISPATCHER_ARGS[plan.moe_dispatcher]
+        if plan.precision in _GROUPED_GEMM_PRECISIONS:
+            # the estimator prices the routed experts as one grouped GEMM per layer (model/layer.py);
+            # without this flag Megatron runs a sequential loop of per-expert GEMMs
+            a.append("--moe-grouped-gemm")
         if plan.capacity_factor is not None:
             a += ["--moe-expert-capacity-factor", str(plan.capacity_factor)]
         if plan.moe_a2a_overlap:

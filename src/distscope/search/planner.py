@@ -43,16 +43,6 @@ from distscope.workload.training import TrainingShape
 Progress = Callable[[int, int], None]  # (layouts done, layouts total)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Candidate:
-    plan: Plan
-    estimate: Estimate
-
-    @property
-    def step_time_s(self) -> float:
-        return self.estimate.step_time_s
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PartitionGain:
     """Optimal split vs the default (uniform / Megatron-balanced) split of one plan."""
@@ -63,10 +53,29 @@ class PartitionGain:
     optimal_bottleneck_s: float
     default_step_s: float
     optimal_step_s: float
+    feasible: bool = True  # the optimal split fits in memory
 
     @property
     def step_gain_pct(self) -> float:
         return 100.0 * (self.default_step_s - self.optimal_step_s) / self.default_step_s
+
+    @property
+    def applied(self) -> bool:
+        """The plan runs the optimal split: it fits and is faster than the default."""
+        return self.feasible and self.optimal_step_s < self.default_step_s
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate:
+    plan: Plan
+    estimate: Estimate
+    # the planner's re-split of this plan's layers (default split vs the exact min-max one): when
+    # `partition.applied`, `plan` carries the optimal split; None when it was not checked
+    partition: PartitionGain | None = None
+
+    @property
+    def step_time_s(self) -> float:
+        return self.estimate.step_time_s
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,11 +87,15 @@ class SearchResult:
     feasible: int
     layouts: int
     search_s: float
-    partition: PartitionGain | None  # for the best plan, when it is pipelined
 
     @property
     def best(self) -> Candidate | None:
         return self.top[0] if self.top else None
+
+    @property
+    def partition(self) -> PartitionGain | None:
+        """The split record of the estimator's #1 (a re-ranked #1 has its own: `Candidate.partition`)."""
+        return self.top[0].partition if self.top else None
 
 
 def step_time(c: Candidate) -> float:
@@ -244,7 +257,8 @@ def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Cand
                 software: SoftwareProfile | None = None) -> tuple[Candidate, PartitionGain] | None:
     """Re-split a pipelined candidate's layers with the exact min-max DP over the estimator's per-layer
     times (per stage: with interleaving, stage i's layers are spread over its vp chunks); returns the
-    re-estimated candidate (faster or not) and the gain record. None if no split applies."""
+    re-estimated candidate (faster or not, carrying the gain record when the record says `applied`)
+    and the gain record. None if no split applies."""
     plan, est = c.plan, c.estimate
     lt = est.layer_times
     if plan.pp == 1 or lt is None or plan.traits.placement is not Placement.LOOP:
@@ -274,9 +288,9 @@ def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Cand
         default_sizes=default, optimal_sizes=final,
         default_bottleneck_s=max(part_costs(costs, default_stage, lt.first_s, lt.last_s)),
         optimal_bottleneck_s=max(part_costs(costs, tuple(sum(final[i::pp]) for i in range(pp)), lt.first_s, lt.last_s)),
-        default_step_s=est.step_time_s, optimal_step_s=e.step_time_s,
+        default_step_s=est.step_time_s, optimal_step_s=e.step_time_s, feasible=e.feasible,
     )
-    return Candidate(new, e), gain
+    return Candidate(new, e, gain if gain.applied else None), gain
 
 
 def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace | None = None, *,
@@ -293,7 +307,6 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
             progress(i + 1, len(lays))
     ranked = s.keeper.sorted()
     # --- optimal pipeline partitioning of the best candidates ---
-    gains: dict[int, PartitionGain] = {}
     out: list[Candidate] = []
     for i, c in enumerate(ranked):
         if i < repartition_top:
@@ -303,14 +316,19 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
                 new, gain = r
                 if new.estimate.feasible:
                     s.feasible += 1
-                    if new.step_time_s < c.step_time_s:
-                        gains[id(new)] = gain
-                        c = new
+                # every checked candidate keeps its record (the report explains whichever plan ends up #1)
+                c = new if gain.applied else dataclasses.replace(c, partition=gain)
         out.append(c)
     out.sort(key=simplest_first)
-    best_gain = gains.get(id(out[0])) if out else None
-    if best_gain is None and out and out[0].plan.pp > 1:
-        r = repartition(spec, shape, cluster, out[0], space.software)  # report the (absent) gain for the winner too
-        best_gain = r[1] if r is not None else None
     return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(s.comm_keeper.sorted()), evaluated=s.evaluated, feasible=s.feasible,
-                        layouts=len(lays), search_s=time.perf_counter() - t0, partition=best_gain)
+                        layouts=len(lays), search_s=time.perf_counter() - t0)
+
+
+def partition_gain(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
+                   software: SoftwareProfile | None = None) -> PartitionGain | None:
+    """`c`'s split record: the planner's, or checked now for a candidate the search did not re-split
+    (None when no split applies: pp = 1, or a schedule whose placement is not a loop)."""
+    if c.partition is not None:
+        return c.partition
+    r = repartition(spec, shape, cluster, c, software)
+    return r[1] if r is not None else None

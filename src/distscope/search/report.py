@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
@@ -14,7 +15,23 @@ from distscope.search.compression import CompressionResult, caveats, config_labe
 from distscope.search.planner import Candidate, PartitionGain
 from distscope.search.space import Sharding, sharding_of
 
+if TYPE_CHECKING:
+    from distscope.search.rerank import Phase
+
 _SHARDING_NAMES = {Sharding.DDP: "ddp", Sharding.DIST_OPT: "dist-opt", Sharding.ZERO2: "zero2", Sharding.ZERO3: "zero3"}
+
+# Plans whose estimated step times lie within TIE_REL of #1's are a statistical tie: the estimator
+# cannot order them. 7% is the mean error of the predicted step-time *ratio* of two runs of one job
+# (same model, GPUs, global batch, precision, software) that differ only in plan choices, over the 10
+# such pairs of dense models in data/validation/published_runs.csv + data/evidence/training_runs.csv:
+# KORT22-{22B,175B,530B,1T} full vs selective recompute, E1-T4/E2 plain vs async TP (5 pairs), E1-T5
+# 1F1B vs interleaved; per pair 0.6-14.7%, median 7.1% (from `distscope validate <both CSVs> --json`,
+# calibration of 2026-11-25). It is below the 10.5% leave-one-source-out error of absolute step times
+# (README) because errors common to a job cancel in a ratio. The simulator re-ranking shares the
+# estimator's per-operation costs, so it does not narrow this. MoE plans are worse (MOE_TIE_NOTE).
+TIE_REL = 0.07
+MOE_TIE_NOTE = ("for MoE models the estimator's comparisons are weaker still: over the 6 pairs of published "
+                "Qwen3-235B layouts the predicted order is wrong in 5")
 
 
 def sharding_name(plan: Plan) -> str:
@@ -57,12 +74,83 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
             "margin_bytes": e.margin_bytes}
 
 
-def partition_json(g: PartitionGain | None) -> dict[str, Any] | None:
+def partition_json(g: PartitionGain | None, plan: Plan | None = None) -> dict[str, Any] | None:
+    """The split record; `plan` names the plan it is about (its layout label)."""
     if g is None:
         return None
-    return {"default_split": list(g.default_sizes), "optimal_split": list(g.optimal_sizes),
+    return {**({"plan": layout_label(plan)} if plan is not None else {}), "applied": g.applied,
+            "feasible": g.feasible, "default_split": list(g.default_sizes), "optimal_split": list(g.optimal_sizes),
             "default_bottleneck_s": g.default_bottleneck_s, "optimal_bottleneck_s": g.optimal_bottleneck_s,
             "default_step_s": g.default_step_s, "optimal_step_s": g.optimal_step_s, "step_gain_pct": g.step_gain_pct}
+
+
+def partition_line(g: PartitionGain, plan: Plan) -> str:
+    """One console line on `plan`'s pipeline split (the plan printed as #1), naming the plan."""
+    chunks = f"{len(g.default_sizes)} chunks on {plan.pp} stages" if plan.vp > 1 else f"{plan.pp} stages"
+    what = f"pipeline split of #1 ({layout_label(plan)}: {chunks})"
+    if g.applied:
+        return (f"[bold]{what}[/bold]: {list(g.optimal_sizes)} (exact min-max DP) instead of the default "
+                f"{list(g.default_sizes)}: slowest stage {g.optimal_bottleneck_s * 1e3:.2f} ms vs "
+                f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch, step {g.step_gain_pct:.2f}% faster")
+    if not g.feasible and g.optimal_step_s < g.default_step_s:
+        return (f"[bold]{what}[/bold]: the default split is kept; the min-max split {list(g.optimal_sizes)} would "
+                f"be {g.step_gain_pct:.2f}% faster but does not fit in memory")
+    return (f"[bold]{what}[/bold]: the default split is already optimal (slowest stage "
+            f"{g.default_bottleneck_s * 1e3:.2f} ms per micro-batch)")
+
+
+def ties(candidates: Sequence[Candidate], tol: float = TIE_REL) -> list[bool]:
+    """Per candidate: its estimated step time is within `tol` of #1's, a statistical tie with #1
+    (TIE_REL); all False when nothing ties with #1 (one plan alone is no tie)."""
+    if not candidates:
+        return []
+    ref = candidates[0].step_time_s
+    out = [abs(c.step_time_s / ref - 1.0) <= tol for c in candidates]
+    return out if sum(out) > 1 else [False] * len(candidates)
+
+
+def _ranks(flags: Sequence[bool]) -> str:
+    """'#1-#4, #6' for the flagged (1-based) positions."""
+    runs: list[list[int]] = []
+    for i, f in enumerate(flags, 1):
+        if f:
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+    return ", ".join(f"#{r[0]}" if len(r) == 1 else f"#{r[0]}-#{r[-1]}" for r in runs)
+
+
+def tie_json(shown: Sequence[Candidate], pool: Sequence[Candidate], moe: bool, tol: float = TIE_REL) -> dict[str, Any]:
+    """Which printed plans tie with #1 (1-based ranks) and how many more of the kept plans do."""
+    flags = ties(shown, tol)
+    more = 0
+    if any(flags):
+        ref = shown[0].step_time_s
+        more = sum(1 for c in pool if all(c is not x for x in shown) and abs(c.step_time_s / ref - 1.0) <= tol)
+    return {"tolerance_rel": tol, "basis": "estimated step time relative to #1's", "ranks": [i for i, f in
+            enumerate(flags, 1) if f], "more_in_pool": more, "pool": len(pool), "moe_note": MOE_TIE_NOTE if moe else None}
+
+
+def tie_line(tie: dict[str, Any], shown: Sequence[Candidate]) -> str:
+    """The console line for `tie_json`'s record."""
+    pct = f"{100 * tie['tolerance_rel']:.0f}%"
+    if not tie["ranks"]:
+        if len(shown) < 2:
+            return ""
+        gap = 100 * (shown[1].step_time_s / shown[0].step_time_s - 1.0)
+        line = (f"[bold]no statistical tie[/bold]: #2's estimate is {gap:+.1f}% from #1's, outside the estimator's "
+                f"{pct} error in comparing two plans of one job")
+    else:
+        flags = [i in tie["ranks"] for i in range(1, len(shown) + 1)]
+        more = ""
+        if tie["more_in_pool"]:
+            least = "at least " if tie["more_in_pool"] + len(shown) >= tie["pool"] else ""
+            more = f" (and {least}{tie['more_in_pool']} more of the {tie['pool']} kept plans)"
+        line = (f"[bold]statistical tie[/bold]: {_ranks(flags)}{more} are within {pct} of #1's estimated step time, "
+                "the estimator's error in comparing two plans of one job: their order is not a prediction. Choose "
+                "among them on memory margin or simplicity, or measure them")
+    return line + (f"; {tie['moe_note']}" if tie["moe_note"] else "")
 
 
 def compression_json(cr: CompressionResult | None) -> dict[str, Any] | None:
@@ -80,20 +168,43 @@ def plan_label(p: Plan) -> str:
     return f"tp{p.tp} pp{p.pp} vp{p.vp} cp{p.cp}{ep} dp{p.dp} mb{p.micro_batch}{' sp' if p.sp else ''}"
 
 
-def top_table(candidates: tuple[Candidate, ...], title: str) -> Table:
-    """The ranked plans; `layout` is tp.pp.vp.cp.dp (.ep), `free` the memory margin per GPU in GiB."""
-    t = Table(title=title, caption="layout = tp.pp.vp.cp.dp[.ep] (/schedule) · GiB = modelled memory per GPU · free = capacity left",
-              box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+def top_table(candidates: Sequence[Candidate], title: str, *, simulated_s: Sequence[float | None] = (),
+              sim_ordered: int = 0, tie: Sequence[bool] = ()) -> Table:
+    """The ranked plans; `layout` is tp.pp.vp.cp.dp (.ep), `free` the memory margin per GPU in GiB.
+
+    `simulated_s[i]`: candidate i's simulated step time (None: not simulated; a `sim s` column when
+    any is given); the first `sim_ordered` rows are ordered by it, the rest by the estimate. The
+    column that orders the rows is starred. `tie[i]`: candidate i is a statistical tie with #1."""
+    sims = list(simulated_s) + [None] * (len(candidates) - len(simulated_s))
+    has_sim = any(x is not None for x in sims)
+    n = len(candidates)
+    est_h, sim_h = ("est s", "sim s*") if sim_ordered else ("est s*", "sim s")
+    if sim_ordered >= n:
+        order = "* order: sim s (simulated step time)"
+    elif sim_ordered:
+        rest = f"{sim_ordered + 1}-{n}" if sim_ordered < n - 1 else f"{n}"
+        order = f"* order: rows 1-{sim_ordered} by sim s (simulated step time), {rest} by est s (estimated)"
+    else:
+        order = "* order: est s (estimated step time)" + ("; sim s (simulated) does not reorder it" if has_sim else "")
+    caption = (f"{order} · " + (f"tie = within {100 * TIE_REL:.0f}% of #1's est s · " if any(tie) else "")
+               + "layout = tp.pp.vp.cp.dp[.ep] (/schedule) · GiB = modelled memory per GPU · free = capacity left")
+    t = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
     # Narrow enough for an 80-column terminal: degrees in one column, seconds to 2-3 digits.
-    cols = ("#", "layout", "mb", "sp", "shard", "recomp", "step s", "MFU", "bubble", "comm", "GiB", "free")
+    cols = ["#", "layout", "mb", "sp", "shard", "recomp", est_h, *([sim_h] if has_sim else []),
+            *(["tie"] if any(tie) else []), "MFU", "bubble", "comm", "GiB", "free"]
     for col in cols:
-        t.add_column(col, justify="left" if col in ("layout", "shard", "recomp") else "right", no_wrap=True)
-    for i, c in enumerate(candidates, 1):
+        t.add_column(col, justify="left" if col in ("layout", "shard", "recomp") else "right", no_wrap=True,
+                     header_style="bold underline" if col.endswith("*") else None)
+    for i, c in enumerate(candidates):
         p, e = c.plan, c.estimate
         bd = e.breakdown_s
         comm = sum(bd.get(k, 0.0) for k in ("tp", "cp", "ep", "pp", "dp"))
-        t.add_row(str(i), layout_label(p), str(p.micro_batch), "y" if p.sp else "n", sharding_name(p),
-                  recompute_name(p), f"{e.step_time_s:.3f}", f"{100 * e.mfu:.0f}%", f"{bd.get('bubble', 0.0):.2f}",
+        sim = sims[i]
+        t.add_row(str(i + 1), layout_label(p), str(p.micro_batch), "y" if p.sp else "n", sharding_name(p),
+                  recompute_name(p), f"{e.step_time_s:.3f}",
+                  *([f"{sim:.3f}" if sim is not None else "-"] if has_sim else []),
+                  *(["y" if tie[i] else "n"] if any(tie) else []),
+                  f"{100 * e.mfu:.0f}%", f"{bd.get('bubble', 0.0):.2f}",
                   f"{comm:.2f}", f"{e.memory.total_bytes / 2**30:.1f}", f"{e.margin_bytes / 2**30:.1f}")
     return t
 
@@ -106,9 +217,17 @@ def layout_label(p: Plan) -> str:
     return label if sched in ("1f1b", "interleaved-1f1b") else f"{label}/{sched}"
 
 
+def rerank_status(describe: Callable[[str], None], candidates: Sequence[Candidate]) -> Callable[[int, Phase], None]:
+    """rerank.simulate_candidates' `status` callback for a progress bar's `describe`."""
+    def status(i: int, phase: Phase) -> None:
+        describe(f"simulating #{i + 1} of {len(candidates)} ({layout_label(candidates[i].plan)}): {phase.value}")
+
+    return status
+
+
 def breakdown_table(c: Candidate) -> Table:
     e = c.estimate
-    t = Table(title=f"#1: where the {e.step_time_s:.3f} s step goes (exposed seconds)", box=box.SIMPLE_HEAD,
+    t = Table(title=f"#1: where the estimated {e.step_time_s:.3f} s step goes (exposed seconds)", box=box.SIMPLE_HEAD,
               pad_edge=False, padding=0)
     for k in BREAKDOWN_KEYS:
         t.add_column(k, justify="right", no_wrap=True)

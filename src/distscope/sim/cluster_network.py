@@ -42,6 +42,7 @@ class ClusterNetwork:
         self._cache: dict[tuple[CollKind, int, int, int, bool], float] = {}
         self._strides: dict[tuple[int, ...], int] = {}
         self._p2p: dict[tuple[int, int], float] = {}
+        self._resources: dict[tuple[int, ...], tuple[Hashable, ...]] = {}  # every p2p node asks for its pair
 
     @property
     def num_npus(self) -> int:
@@ -90,6 +91,10 @@ class ClusterNetwork:
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:
         """(rank, level) for every level the group crosses."""
-        ms = tuple(sorted(members))
-        fan = self.cluster.group_fanout(len(ms), _stride(ms)) if len(ms) > 1 else ()
-        return tuple((r, k) for r in ms for k, p in enumerate(fan) if p > 1)
+        key = tuple(members)
+        out = self._resources.get(key)
+        if out is None:
+            ms = tuple(sorted(members))
+            fan = self.cluster.group_fanout(len(ms), _stride(ms)) if len(ms) > 1 else ()
+            out = self._resources[key] = tuple((r, k) for r in ms for k, p in enumerate(fan) if p > 1)
+        return out
