@@ -9,16 +9,28 @@ within the connect timeout: an address that does not answer is a one-line error,
 remote cluster the driver's own `distscope` package is shipped to the workers (runtime_env
 py_modules), so they run the same code as the driver whatever they have installed (they need numpy,
 typer, rich and PyYAML). A Ray instance started here is shut down at the end; one we joined is not.
+
+"At the end" includes an interrupt (Ctrl-C) or an error at any moment: outstanding tasks are cancelled,
+`ray.shutdown()` runs with further Ctrl-Cs deferred, and any process this run's Ray instance left behind
+is terminated. A Ctrl-C inside `ray.init` for `local` is deferred until the instance is up (a second one
+stops at once): interrupted half-way, ray.init leaves a node that Ray's own shutdown cannot stop (the
+raylet's DashboardAgent and RuntimeEnvAgent then wait ~60 s for a GCS that is gone) and that
+`ray.shutdown()` may crash the driver on. The safety net: the processes this driver spawned (Linux
+/proc, matched by pid and start time, minus those it had before) are terminated, then killed after a
+grace period.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +90,89 @@ def connect_probe(address: str, timeout_s: float) -> None:
         raise DistscopeError(f"--ray={address!r}: cannot connect: {' '.join(last.split())[:300]}")
 
 
+Proc = tuple[int, int]  # (pid, start time in clock ticks since boot): a pid that cannot have been reused
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """{pid: (ppid, start time, state)} from /proc; {} where there is none (not Linux)."""
+    out: dict[int, tuple[int, int, str]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ... starttime: comm may hold spaces and parentheses, so split after its last ')'
+        rest = stat[stat.rfind(b")") + 2 :].split()
+        out[int(name)] = (int(rest[1]), int(rest[19]), rest[0].decode())
+    return out
+
+
+def descendants() -> set[Proc]:
+    """This process's live descendants (children, theirs, ...), zombies excluded."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out: set[Proc] = set()
+    stack = list(children.get(os.getpid(), ()))
+    while stack:
+        pid = stack.pop()
+        ppid, start, state = table[pid]
+        if state != "Z":
+            out.add((pid, start))
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def _alive(procs: set[Proc]) -> set[Proc]:
+    table = _proc_table()
+    return {(pid, start) for pid, start in procs if pid in table and table[pid][1] == start and table[pid][2] != "Z"}
+
+
+def terminate(procs: set[Proc], grace_s: float = 2.0) -> None:
+    """SIGTERM the processes still alive (same pid and start time), then SIGKILL those alive after `grace_s`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, _ in _alive(procs):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while (procs := _alive(procs)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not procs:
+            return
+
+
+@contextlib.contextmanager
+def deferred_sigint(*, note: str = "", escape: bool = False) -> Iterator[list[int]]:
+    """Ctrl-C recorded, not raised, inside the block; the list it yields holds the signals received.
+    `note` is printed on stderr at the first; with `escape`, a second raises KeyboardInterrupt. Only the
+    main thread can set handlers: elsewhere, a no-op."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        got.append(signum)
+        if escape and len(got) > 1:
+            raise KeyboardInterrupt
+        if note and len(got) == 1:
+            print(note, file=sys.stderr, flush=True)
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RayEngine:
     address: str = LOCAL
@@ -131,9 +226,20 @@ class RayEngine:
         if not todo:
             return
         ray = _ray()
-        started = self._init(ray)
+        # an instance this run starts is this run's to stop, even when ray.init itself is interrupted
+        owned = self.address == LOCAL and not ray.is_initialized()
+        before = descendants() if owned else set()
         pending: list[Any] = []
+        ok = False
         try:
+            if owned:
+                with deferred_sigint(note="distscope: stopping once Ray has started (Ctrl-C again: at once)",
+                                     escape=True) as interrupted:
+                    self._init(ray)
+                if interrupted:
+                    raise KeyboardInterrupt
+            else:
+                self._init(ray)
             cpus = int(ray.cluster_resources().get("CPU", 1))
             task = ray.remote(num_cpus=1, max_retries=1)(run_batch)
             settings_ref = ray.put(settings)
@@ -153,8 +259,25 @@ class RayEngine:
                         msg = " ".join(str(exc).split())[:300]
                         raise DistscopeError(f"a Ray task failed ({type(exc).__name__}: {msg}); finished points "
                                              "are kept: run again to resume") from None
+            ok = True
         finally:
+            with deferred_sigint() as interrupted:
+                self._stop(ray, pending, owned=owned, before=before)
+            if ok and interrupted:
+                raise KeyboardInterrupt
+
+    @staticmethod
+    def _stop(ray: Any, pending: list[Any], *, owned: bool, before: set[Proc]) -> None:
+        """Cancel the outstanding tasks; for an instance this run started, shut it down and terminate
+        what it leaves (see the module docstring)."""
+        if ray.is_initialized():
             for ref in pending:
-                ray.cancel(ref, force=True)
-            if started:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+        if not owned:
+            return
+        left = descendants() - before  # before shutdown: the raylet's agents are still its children
+        if ray.is_initialized():  # not after a half-done ray.init: its shutdown can crash the driver
+            with contextlib.suppress(Exception):
                 ray.shutdown()
+        terminate(left)

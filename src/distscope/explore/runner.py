@@ -55,7 +55,11 @@ def run_sweep(sweep: Sweep, engine: Engine, *, out: Path | None = None, fresh: b
             stack.callback(store.close)
         advance = (stack.enter_context(progress(len(todo), f"explore on {engine.name}"))
                    if show_progress and todo else (lambda n=1: None))
-        for batch in engine.run(todo, sweep.plan):
+        batches = engine.run(todo, sweep.plan)
+        # a generator engine cleans up (workers, a Ray instance it started) when closed: close it here, on
+        # an error or Ctrl-C in this loop too, not whenever the traceback that holds its frame is freed
+        stack.callback(getattr(batches, "close", lambda: None))
+        for batch in batches:
             if store is not None:
                 store.append(batch)
             results.update(batch)

@@ -87,9 +87,35 @@ def summarize(outcome: SimOutcome) -> SimResult:
     )
 
 
+TRACK_TOLERANCE_NS = 1  # a slice starting this close before its track's last end is clipped to fit (float noise)
+
+
+def partition_tracks(slices_ns: list[tuple[int, int]], tol_ns: int = TRACK_TOLERANCE_NS) -> list[tuple[int, int]]:
+    """Greedy interval partitioning: in start order, each slice goes on the first track whose last slice
+    has ended (the fewest tracks for an interval graph). Returns (track, clipped start) per slice; the start
+    moves by at most `tol_ns` past a track end that float noise put just after it, so that every track
+    holds disjoint slices (Chrome/Perfetto nest slices of one thread by time and mis-draw partial overlaps)."""
+    order = sorted(range(len(slices_ns)), key=lambda i: (slices_ns[i][0], -slices_ns[i][1], i))
+    ends: list[int] = []
+    out = [(0, 0)] * len(slices_ns)
+    for i in order:
+        s, e = slices_ns[i]
+        track = next((t for t, last in enumerate(ends) if last <= s or (last - tol_ns <= s and last <= e)), len(ends))
+        if track == len(ends):
+            ends.append(s)
+        s = max(s, ends[track])
+        ends[track] = e
+        out[i] = (track, s)
+    return out
+
+
 def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) -> None:
-    """Chrome trace-event JSON (opens in Perfetto): one process per simulated rank, thread 0 = compute
-    (the first lane), thread 1 = communication, threads 2.. = further compute lanes. Times in microseconds."""
+    """Chrome trace-event JSON (opens in Perfetto): one process per simulated rank; thread 0 = compute
+    (the first lane), thread 1 = "comm 0", threads 2.. = further compute lanes, then further tracks.
+
+    Concurrent work never shares a thread: each rank's communication (and each compute lane, should it
+    overlap) is split into tracks by `partition_tracks`, "comm 0", "comm 1", ..., so a thread holds only
+    disjoint slices. Times are whole nanoseconds, written in microseconds."""
     events: list[dict[str, object]] = []
     members: dict[int, list[int]] = {}
     for r, k in enumerate(outcome.program.class_of):
@@ -97,26 +123,47 @@ def write_timeline(outcome: SimOutcome, path: str | Path, max_ranks: int = 256) 
     for k, (prog, times) in enumerate(zip(outcome.program.ranks, outcome.times, strict=True)):
         if k >= max_ranks:
             break
-        label = f"rank {prog.rank}" + (f" (+{len(members[k]) - 1} equivalent)" if len(members[k]) > 1 else "")
-        events.append({"ph": "M", "name": "process_name", "pid": prog.rank, "args": {"name": label}})
-        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": 0, "args": {"name": "compute"}})
-        events.append({"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": COMM_TID, "args": {"name": "comm"}})
-        for k in range(1, prog.num_lanes):
-            events.append(
-                {"ph": "M", "name": "thread_name", "pid": prog.rank, "tid": lane_tid(k), "args": {"name": f"lane {k}"}}
-            )
+        pid = prog.rank
+        label = f"rank {pid}" + (f" (+{len(members[k]) - 1} equivalent)" if len(members[k]) > 1 else "")
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": label}})
+        # group -1 = communication, g >= 0 = compute lane g
+        groups: dict[int, list[int]] = {}
         for i, kind in enumerate(prog.kind):
-            s, e = times.start[i], times.end[i]
+            lane = prog.lane[i] if prog.lane else 0
+            groups.setdefault(lane if kind in (COMPUTE, PASS) else -1, []).append(i)
+        base_tids = {-1: COMM_TID, **{lane: lane_tid(lane) for lane in range(prog.num_lanes)}}
+        names = {-1: "comm", 0: "compute", **{lane: f"lane {lane}" for lane in range(1, prog.num_lanes)}}
+        next_tid = max(base_tids.values()) + 1
+        threads: dict[int, str] = {COMM_TID: "comm 0", **{base_tids[g]: names[g] for g in range(prog.num_lanes)}}
+        comm_tids = {COMM_TID}
+        for g in sorted(groups, key=lambda g: (g != -1, g)):
+            idx = groups[g]
+            ns = [(round(times.start[i] * 1e9), round(times.end[i] * 1e9)) for i in idx]
+            tids = {0: base_tids[g]}
+            for i, (track, s_ns), (_, e_ns) in zip(idx, partition_tracks(ns), ns, strict=True):
+                if track not in tids:
+                    tids[track] = next_tid
+                    threads[next_tid] = f"comm {track}" if g == -1 else f"{names[g]} ({track + 1})"
+                    if g == -1:
+                        comm_tids.add(next_tid)
+                    next_tid += 1
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": prog.names[i] or str(prog.ids[i]),
+                        "pid": pid,
+                        "tid": tids[track],
+                        "ts": s_ns / 1000,
+                        "dur": (e_ns - s_ns) / 1000,
+                        "args": {"node": prog.ids[i]},
+                    }
+                )
+        # compute lanes first, then the communication tracks, in the viewer's order
+        ordered = [t for t in sorted(threads) if t not in comm_tids] + sorted(comm_tids)
+        for order, tid in enumerate(ordered):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": threads[tid]}})
             events.append(
-                {
-                    "ph": "X",
-                    "name": prog.names[i] or str(prog.ids[i]),
-                    "pid": prog.rank,
-                    "tid": lane_tid(prog.lane[i]) if kind in (COMPUTE, PASS) else COMM_TID,
-                    "ts": s * 1e6,
-                    "dur": (e - s) * 1e6,
-                    "args": {"node": prog.ids[i]},
-                }
+                {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}}
             )
     Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
 
@@ -142,7 +189,7 @@ def comm_bytes_by_group(traces: TraceSet, *, per_rank: bool = False) -> dict[str
                 assert n.comm_kind is not None
                 size = n.comm_size_bytes
                 if n.comm_kind.value == "ALL_GATHER":
-                    size *= len(traces.members(n.pg_name, r))
+                    size *= len(traces.members(n.pg_name, rep))  # the representative's group: same size
                 op = n.comm_kind.value.lower()
             else:
                 size = n.tensor_size_bytes or n.comm_size_bytes
