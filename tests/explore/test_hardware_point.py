@@ -58,16 +58,22 @@ def test_point_best_plan_is_the_planners() -> None:
 def test_point_with_software_is_plan_with_software() -> None:
     """`software` in the sweep settings prices the point as `distscope plan --software` does, and is part
     of the point's key (only when set: earlier journals keep theirs)."""
-    from distscope.search.space import SearchSpace
+    from distscope.dtypes import Precision
+    from distscope.plan import Framework
+    from distscope.search.settings import planner_space
     from distscope.software.presets import get_software
 
     p = Point(model="llama3-8b", cluster="dgx-h100", gpus=8, global_batch=32, seq=4096)
     settings = PlanSettings(compression=False, software="torchtitan-2025")
     r = run_point(p, settings)
     sw = get_software("torchtitan-2025")
-    res = search(get_model("llama3-8b"), TrainingShape(seq_len=4096, global_batch=32), get_cluster("dgx-h100", 8),
-                 SearchSpace().with_software(sw))
+    c = get_cluster("dgx-h100", 8)
+    # the preset's framework (torchtitan) limits the space, as `distscope plan --software torchtitan-2025`
+    space = planner_space(spec=get_model("llama3-8b"), device=c.device, precision=Precision.BF16, software=sw)
+    assert space.framework is Framework.TORCHTITAN
+    res = search(get_model("llama3-8b"), TrainingShape(seq_len=4096, global_batch=32), c, space)
     assert res.best is not None and r["status"] == OK and r["step_time_s"] == res.best.step_time_s
+    assert r["zero_stage"] in (0, 3)  # torchtitan runs DDP or FSDP2, no ZeRO-1/2
     assert '"software":"torchtitan-2025"' in p.key(settings) and "software" not in p.key(PlanSettings())
 
 
