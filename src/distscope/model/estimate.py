@@ -5,15 +5,20 @@ Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP
     m·t_max + (Σ_i t_i − t_max)/vp
 (for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), and the
 step adds the exposed data-parallel communication and the optimizer step. A plan's `compression`
-scales the wire time of DP gradient reductions, sharded-weight all-gathers and TP activation
-collectives by the method's byte ratio and adds its quantize/dequantize passes as exposed compute
-(distscope.compress.spec); the LM-head/embedding TP collectives stay uncompressed.
-Each cost function is pure; this file only composes them.
+prices DP gradient reductions, sharded-weight all-gathers and TP activation collectives on their
+compressed wire bytes and adds their quantize/dequantize passes as compute (compressed_wire,
+distscope.compress.spec); the LM-head/embedding TP collectives stay uncompressed.
+Each cost function is pure; this file only composes them. Where the trace generator
+(trace/from_plan.py) must make the same choice, the rule is a function here that both call
+(tp_all_gather_scale, tp_point_collectives, compressed_wire, tp_regather_hide_s,
+zero3_reduce_last_share, recomputes_forward, rank_chunks); tests/sim/test_plan_space_consistency.py
+checks over random plans that the simulation of the trace stays within 3% of this estimate.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
@@ -26,8 +31,8 @@ from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
 from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s, routed_fraction
 from distscope.model.result import Estimate, LayerTimes
-from distscope.model.schedules import StagePass, inflight_sets, pipeline_s, weight_versions
-from distscope.model.stages import StageLayers, stage_layers
+from distscope.model.schedules import StagePass, final_grad_passes, inflight_sets, pipeline_s, weight_versions
+from distscope.model.stages import StageLayers, chunk_sizes, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
 from distscope.software.presets import KernelStack, SoftwareProfile
@@ -59,7 +64,14 @@ class LayerComm:
     def exposed_s(self) -> float:
         return self.tp_f + self.tp_b + self.cp_f + self.cp_b + self.ep_f + self.ep_b
 
+    def plus(self, o: LayerComm, n: float) -> LayerComm:
+        """self + n·o."""
+        return LayerComm(self.tp_tot + n * o.tp_tot, self.tp_f + n * o.tp_f, self.tp_b + n * o.tp_b,
+                         self.cp_tot + n * o.cp_tot, self.cp_f + n * o.cp_f, self.cp_b + n * o.cp_b,
+                         self.ep_tot + n * o.ep_tot, self.ep_f + n * o.ep_f, self.ep_b + n * o.ep_b)
 
+
+_NONE = CompressionMethod.NONE
 ADAM_BYTES_PER_PARAM = 32.0  # read fp32 master/m/v/grad (16) + write master/m/v (12) + bf16 weight (2) + zero grad (2)
 MASTER_BYTES_PER_PARAM = 12.0  # fp32 master weights + Adam m and v
 DDP_BUCKET_PARAMS = 40e6  # Megatron DDP bucket size: the last bucket's reduction is never hidden
@@ -68,18 +80,41 @@ DDP_BUCKET_PARAMS = 40e6  # Megatron DDP bucket size: the last bucket's reductio
 QUANT_HBM_EFFICIENCY = 0.6
 
 
-def _compress(t_s: float, nbytes: float, method: CompressionMethod, dtype_bytes: float, hbm_Bps: float,
-              quant_GBps: float | None) -> tuple[float, float]:
-    """(compressed collective time, quantize+dequantize time) of one collective moving `nbytes` per rank.
-    The wire time scales by the method's ratio (compress.spec.compressed_comm_cost); the codec passes
-    read `nbytes` at quant_GBps, by default HBM-bound: η·HBM·in/(in+out) bytes of input per second."""
+def compressed_wire(nbytes: float, method: CompressionMethod, dtype_bytes: float, hbm_Bps: float,
+                    quant_GBps: float | None = None) -> tuple[float, float]:
+    """(bytes on the wire, quantize + dequantize seconds) of one collective that moves `nbytes` per rank
+    of `dtype_bytes`-wide elements compressed with `method`:
+
+        wire  = nbytes·r,   r = ratio_vs(method, dtype) = (b + s/g) / (8·dtype_bytes)   (compress/spec.py)
+        codec = passes·nbytes/q + passes·nbytes/q   (compressed_comm_cost; q = quant_GBps, by default
+                HBM-bound: η·HBM·in/(in+out) bytes of input per second, η = QUANT_HBM_EFFICIENCY)
+
+    The collective is then priced on its wire bytes (latency and algorithm choice unchanged: quantization
+    shrinks the payload, not the number of steps; ZeRO++ qwZ/qgZ, Wang et al. 2023, and `simulate
+    --compress` price it so). A method that does not shrink the payload (r >= 1: a bf16 cast of bf16
+    gradients, fp8 on an FP8 all-gather) is not applied: the tensor goes out as it is, with no codec.
+    One rule for the estimator and the trace (trace/from_plan.py)."""
     if method is CompressionMethod.NONE or nbytes <= 0:
-        return t_s, 0.0
+        return nbytes, 0.0
     db = max(int(dtype_bytes), 1)
-    q = quant_GBps or hbm_bound_GBps(hbm_Bps / 1e9, QUANT_HBM_EFFICIENCY, db, db * ratio_vs(METHOD_SPECS[method], db))
-    cc = compressed_comm_cost(uncompressed_bytes=nbytes, uncompressed_comm_s=t_s, method=method,
-                              uncompressed_dtype_bytes=db, quant_GBps=q, dequant_GBps=q)
-    return cc.comm_s, cc.quant_s + cc.dequant_s
+    ms = METHOD_SPECS[method]
+    r = ratio_vs(ms, db)
+    if r >= 1.0:
+        return nbytes, 0.0
+    q = quant_GBps or hbm_bound_GBps(hbm_Bps / 1e9, QUANT_HBM_EFFICIENCY, db, db * r)
+    cc = compressed_comm_cost(uncompressed_bytes=nbytes, uncompressed_comm_s=0.0, method=method,
+                              uncompressed_dtype_bytes=db, quant_GBps=q, dequant_GBps=q, spec=ms)
+    return cc.comm_bytes, cc.quant_s + cc.dequant_s
+
+
+def tp_point_collectives(D: float, sp: bool, ag_scale: float = 1.0) -> tuple[tuple[Collective, float, float], ...]:
+    """One TP communication point of a layer as (collective, bytes, bytes per element relative to the
+    activation dtype's): an all-reduce of D, or with sequence parallelism an all-gather of `ag_scale`·D
+    (tp_all_gather_scale: FP8 elements) and a reduce-scatter of D. One rule for the estimator and the
+    trace."""
+    if sp:
+        return ((Collective.ALL_GATHER, D * ag_scale, ag_scale), (Collective.REDUCE_SCATTER, D, 1.0))
+    return ((Collective.ALL_REDUCE, D, 1.0),)
 
 
 def recompute_fraction(layers: int, plan: Plan) -> float:
@@ -90,12 +125,111 @@ def recompute_fraction(layers: int, plan: Plan) -> float:
     return min(1.0, plan.recompute_layers / per_chunk)
 
 
-def _tp_layer_comm(D: float, g: GroupNet, sp: bool, ag_scale: float = 1.0) -> float:
-    """One TP communication point of a layer: all-reduce, or all-gather + reduce-scatter with SP; the
-    all-gather moves `ag_scale` x D bytes (tp_all_gather_scale)."""
-    if sp:
-        return collective_s(Collective.ALL_GATHER, D * ag_scale, g) + collective_s(Collective.REDUCE_SCATTER, D, g)
-    return collective_s(Collective.ALL_REDUCE, D, g)
+def _mixed(layers: list[tuple[LayerComm, LayerComm | None, int, int]]) -> LayerComm:
+    """Σ over layer kinds of their LayerComm: n layers, r of them with their forward recomputed (the
+    second LayerComm)."""
+    out = LayerComm(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    for k0, k1, n, r in layers:
+        out = out.plus(k0, n - r)
+        if k1 is not None and r:
+            out = out.plus(k1, r)
+    return out
+
+
+def rank_chunks(stage: int, pp: int, vp: int, placement: Placement) -> list[int]:
+    """Model chunks (positions) that pipeline rank `stage` holds, by its local chunk index (LOOP: v·pp +
+    stage; ZB-V's V: stage and 2pp−1−stage; DualPipe's mirror: stage and pp−1−stage)."""
+    if pp == 1:
+        return list(range(vp))
+    if placement is Placement.MIRROR:
+        return [stage, pp - 1 - stage]
+    if placement is Placement.V:
+        return [stage, 2 * pp - 1 - stage]
+    return [c * pp + stage for c in range(vp)]
+
+
+def recomputes_forward(plan: Plan, index_in_chunk: int) -> bool:
+    """Whether full recompute re-runs the forward of the layer at `index_in_chunk` of its model chunk:
+    every layer, or with recompute_layers = k the first k of each chunk (Megatron's
+    --recompute-method block --recompute-num-layers k counts per virtual pipeline stage, whatever
+    the chunk's size). One rule for the estimator and the trace."""
+    return plan.recompute is Recompute.FULL and (plan.recompute_layers == 0 or index_in_chunk < plan.recompute_layers)
+
+
+def recomputed_layers(plan: Plan, sizes: tuple[int, ...], chunks: list[int], dense_first: int) -> tuple[int, int]:
+    """(dense, MoE) layers of a rank's chunks (`chunks` into the per-chunk layer counts `sizes`) whose
+    forward full recompute re-runs (recomputes_forward: the first k of each chunk)."""
+    if plan.recompute is not Recompute.FULL:
+        return 0, 0
+    dense = moe = 0
+    for v in chunks:
+        start, n = sum(sizes[:v]), sizes[v]
+        k = n if plan.recompute_layers == 0 else min(plan.recompute_layers, n)
+        d = max(0, min(start + k, dense_first) - start)
+        dense, moe = dense + d, moe + k - d
+    return dense, moe
+
+
+def _tp_layer_comm(D: float, g: GroupNet, sp: bool, ag_scale: float = 1.0, method: CompressionMethod = CompressionMethod.NONE,
+                   e: float = 2.0, hbm_Bps: float = 1.0, quant_GBps: float | None = None) -> tuple[float, float]:
+    """(collective seconds, codec seconds) of one TP communication point (tp_point_collectives), each
+    collective compressed with `method` (compressed_wire) on elements of `e` bytes."""
+    t = codec = 0.0
+    for kind, nbytes, width in tp_point_collectives(D, sp, ag_scale):
+        wire, c = compressed_wire(nbytes, method, e * width, hbm_Bps, quant_GBps) if method is not _NONE else (nbytes, 0.0)
+        t += collective_s(kind, wire, g)
+        codec += c
+    return t, codec
+
+
+def stage_sends_s(rank: int, pp: int, vp: int, placement: Placement, p2p_s: float, wrap_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds of the stage-boundary sends `rank` makes per micro-batch: each of its
+    chunks (rank_chunks) sends its output to the next model chunk and its input gradient to the
+    previous one, when another rank holds it (ZB-V's turn at the last rank stays local). Looped chunks
+    (1F1B, interleaved) pass between rounds from the last rank to the first and back (`wrap_s`:
+    (pp−1)·tp·cp·dp ranks apart, across nodes when that is more than a node), every other send goes
+    to a neighbour (`p2p_s`). A DualPipe micro-batch runs one of the rank's two chunks: half of each."""
+    if placement is Placement.MIRROR:  # both directions pass rank r between ranks r-1 and r+1
+        n = (rank < pp - 1) + (rank > 0)
+        return 0.5 * n * p2p_s, 0.5 * n * p2p_s
+
+    def holder(v: int) -> int:
+        return (v if v < pp else 2 * pp - 1 - v) if placement is Placement.V else v % pp
+
+    f = b = 0.0
+    for v in rank_chunks(rank, pp, vp, placement):
+        if v + 1 < pp * vp and holder(v + 1) != rank:
+            f += wrap_s if placement is Placement.LOOP and rank == pp - 1 else p2p_s
+        if v > 0 and holder(v - 1) != rank:
+            b += wrap_s if placement is Placement.LOOP and rank == 0 else p2p_s
+    return f, b
+
+
+def _dp_collective(kind: Collective, params: tuple[float, float], bytes_per_param: float, method: CompressionMethod,
+                   groups: tuple[GroupNet, GroupNet], hbm_Bps: float, quant_GBps: float | None) -> tuple[float, float]:
+    """(seconds, codec seconds) of one DP collective over a stage's (dense, expert) parameters, each on
+    its group (DP, expert DP) and compressed with `method` (compressed_wire); nothing on a group of one."""
+    t = codec = 0.0
+    for n, g in zip(params, groups, strict=True):
+        if n and g.n > 1:
+            wire, c = (compressed_wire(n * bytes_per_param, method, bytes_per_param, hbm_Bps, quant_GBps)
+                       if method is not _NONE else (n * bytes_per_param, 0.0))
+            t += collective_s(kind, wire, g)
+            codec += c
+    return t, codec
+
+
+def tp_regather_hide_s(c: LayerCost, *, split: bool, rec_s: float, cp: bool) -> float:
+    """Compute that a layer's two re-gathered sequence-parallel inputs (per-op selective recompute) run
+    beside with TP overlap: one forward GEMM time, but no more than its backward pass has left after
+    the two backward TP points (dgrad + wgrad GEMMs; dgrad alone when a zero-bubble schedule moves
+    wgrad to a W pass) and, with CP, the KV/dKV ring (twice the attention core) took theirs:
+    communication cannot hide behind more compute than the pass has (a Llama 3 70B layer at 1k tokens
+    has little besides its GEMMs). One rule for the estimator and the trace."""
+    gemm = c.gemm_fwd_s
+    b_s = c.bwd_s + rec_s - (gemm if split else 0.0)  # the backward (B) pass
+    taken = (gemm if split else 2 * gemm) + (2 * c.attn_fwd_s if cp else 0.0)
+    return max(0.0, min(gemm, b_s - taken))
 
 
 def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
@@ -110,12 +244,14 @@ def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
     return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if fp8_run and sw.fp8_tp_all_gather and plan.sp else 1.0
 
 
-def zero3_reduce_last_share(plan: Plan, sw: SoftwareProfile, layers: int) -> float:
+def zero3_reduce_last_share(plan: Plan, sw: SoftwareProfile, layers: float) -> float:
     """Share of a ZeRO-3 micro-batch's gradient reduce-scatter that must follow its backward: 1/layers
     where the stack reduce-scatters each layer's gradients behind the backward of the layers before it
     (FSDP2 / Megatron-FSDP; preset zero3_grad_reduce_overlap) and DP overlap is on, so only the stage's
-    last layer's is never hidden; else all of it. One rule for the estimator and the trace."""
-    return 1.0 / max(layers, 1) if sw.zero3_grad_reduce_overlap and Dim.DP in plan.overlap else 1.0
+    last layer's is never hidden; else all of it. `layers`: those of one model chunk of the rank (a rank
+    with several chunks, interleaved, ZB-V or DualPipe, gathers and reduces per chunk: the last layer of
+    each chunk's backward). One rule for the estimator and the trace."""
+    return 1.0 / max(layers, 1.0) if sw.zero3_grad_reduce_overlap and Dim.DP in plan.overlap else 1.0
 
 
 def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, first: bool, last: bool, plan: Plan,
@@ -165,19 +301,25 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
 
 
 def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan: Plan) -> tuple[float, float]:
-    """(dense params, expert params) held by one GPU of a stage."""
+    """(dense params, expert params) held by one GPU of a stage: TP splits the dense weights except
+    those every TP rank holds whole (norms, row-parallel biases, router, learned positions:
+    params.tp_replicated_*)."""
     dense = float(sl.dense * P.dense_params_per_layer(spec, False))
+    whole = float(sl.dense * P.tp_replicated_per_layer(spec, False))
     experts = 0.0
     if spec.moe is not None:
         dense += sl.moe * P.dense_params_per_layer(spec, True)
+        whole += sl.moe * P.tp_replicated_per_layer(spec, True)
         experts = sl.moe * P.expert_params_per_moe_layer(spec) / (plan.ep * plan.expert_tp)
     if first:
         dense += P.embedding_params(spec)
+        whole += P.tp_replicated_embedding(spec)
     if last:
         dense += P.head_params(spec)
+        whole += P.norm_params(spec)  # the final norm
         if spec.tied_embeddings and plan.pp > 1 and not first:
             dense += spec.vocab * spec.hidden  # Megatron keeps a copy of the word embedding on the last stage
-    return dense / plan.tp, experts
+    return (dense - whole) / plan.tp + whole, experts
 
 
 def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,
@@ -227,20 +369,27 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     ag = tp_all_gather_scale(plan, sw)
     # a layer's two TP points (attention, then MLP): an FP8 stack's all-gathers are FP8 where the
     # point feeds FP8 linears, which a MoE block's dispatch is not (tp_all_gather_scale)
-    tp_points = {moe: (_tp_layer_comm(D_tp, g_tp, plan.sp, ag), _tp_layer_comm(D_tp, g_tp, plan.sp, 1.0 if moe else ag))
-                 if tp > 1 else (0.0, 0.0) for moe in costs}
-    # per-op selective recompute re-runs a layer's two sequence-parallel all-gathers (its reduce-scatter
-    # outputs are saved, op_sac.py)
-    tp_regather = {moe: collective_s(Collective.ALL_GATHER, D_tp * ag, g_tp)
-                   + collective_s(Collective.ALL_GATHER, D_tp * (1.0 if moe else ag), g_tp)
-                   if tp > 1 and plan.sp and plan.recompute is Recompute.SELECTIVE_OP else 0.0 for moe in costs}
     cmp = plan.compression
     none = CompressionMethod.NONE
-    tp_codec = 0.0  # quantize + dequantize per TP communication point: compute, never hidden
-    if cmp is not None and tp > 1:
-        for moe, (pa, pm) in tp_points.items():
-            pa, tp_codec = _compress(pa, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)
-            tp_points[moe] = (pa, _compress(pm, D_tp, cmp.tp, e, dev.hbm_Bps, quant_GBps)[0])
+    tp_m = cmp.tp if cmp is not None else none
+
+    def tp_point(ag_scale: float) -> tuple[float, float]:
+        return _tp_layer_comm(D_tp, g_tp, plan.sp, ag_scale, tp_m, e, dev.hbm_Bps, quant_GBps) if tp > 1 else (0.0, 0.0)
+
+    # (seconds, codec seconds) of the two points: the codec (quantize + dequantize of a compressed point)
+    # is compute, never hidden
+    tp_points = {moe: (tp_point(ag), tp_point(1.0 if moe else ag)) for moe in costs}
+    # per-op selective recompute re-runs a layer's two sequence-parallel all-gathers (its reduce-scatter
+    # outputs are saved, op_sac.py)
+    tp_regather: dict[bool, tuple[float, float]] = {}
+    for moe in costs:
+        t_rg = c_rg = 0.0
+        if tp > 1 and plan.sp and plan.recompute is Recompute.SELECTIVE_OP:
+            for scale in (ag, 1.0 if moe else ag):
+                wire, c = compressed_wire(D_tp * scale, tp_m, e * scale, dev.hbm_Bps, quant_GBps)
+                t_rg += collective_s(Collective.ALL_GATHER, wire, g_tp)
+                c_rg += c
+        tp_regather[moe] = (t_rg, c_rg)
     full_rc = plan.recompute is Recompute.FULL
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
     cp_step = 0.0
@@ -251,14 +400,16 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     tp_overlap = Dim.TP in plan.overlap and tp > 1
     split = plan.traits.split_backward and pp > 1
 
-    def layer_comm(moe: bool) -> LayerComm:
+    def layer_comm(moe: bool, rec: float) -> LayerComm:
         """Communication of one layer per micro-batch: totals and what stays exposed in the forward
-        pass (F) and in the backward pass (B, which includes the recomputed forward)."""
+        pass (F) and in the backward pass (B, which includes the recomputed forward when `rec` = 1)."""
         c = costs[moe]
-        rec = rfrac if full_rc else 0.0
-        points = tp_points[moe]
+        points = tuple(t for t, _ in tp_points[moe])
         tp_pass = sum(points)  # one pass's two points
-        regather = tp_regather[moe]
+        codec_pass = sum(k for _, k in tp_points[moe])
+        regather, codec_regather = tp_regather[moe]
+        rg_hide = (tp_regather_hide_s(c, split=split, rec_s=rfrac * c.recompute_s, cp=cp > 1)
+                   if regather and tp_overlap else 0.0)
         tp_rec = rec * tp_pass + regather  # recomputed forward: the full pass, or the re-gathers
         tp_tot = 2 * tp_pass + tp_rec
         if tp_overlap:
@@ -266,14 +417,13 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # (dgrad only when a zero-bubble schedule moves wgrad to a later W pass)
             tp_f = sum(max(0.0, p - c.gemm_fwd_s / 2) for p in points)
             bwd_hide = c.gemm_fwd_s if split else 2 * c.gemm_fwd_s
-            tp_b = rec * tp_f + max(0.0, regather - c.gemm_fwd_s) + max(0.0, tp_pass - bwd_hide)
+            tp_b = rec * tp_f + max(0.0, regather - rg_hide) + max(0.0, tp_pass - bwd_hide)
         else:
             tp_f, tp_b = tp_pass, tp_rec + tp_pass
         # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
         tp_f, tp_b = tp_f + rho * (tp_pass - tp_f), tp_b + rho * (tp_rec + tp_pass - tp_b)
-        rec_points = 2 * rec + (1.0 if regather else 0.0)  # a re-gather pair counts as one coded point
-        tp_f += 2 * tp_codec
-        tp_b += (rec_points + 2) * tp_codec
+        tp_f += codec_pass
+        tp_b += (1 + rec) * codec_pass + codec_regather
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
@@ -288,20 +438,24 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             ep_f, ep_b = ep_pass, ep_pass * (1 + rec)
             if a2a_overlap:
                 # another micro-batch's all-to-all runs beside this pass's compute (DeepSeek-V3 3.2.1)
-                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split)
+                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split,
+                                                    regather_s=rg_hide)
                 ep_f = overlapped_a2a_s(ep_f, f_avail)[0]
                 ep_b = overlapped_a2a_s(ep_b, b_avail)[0]
         return LayerComm(tp_tot=tp_tot, tp_f=tp_f, tp_b=tp_b, cp_tot=cp_tot, cp_f=cp_f, cp_b=cp_b,
                          ep_tot=ep_tot, ep_f=ep_f, ep_b=ep_b)
 
-    comm = {moe: layer_comm(moe) for moe in costs}
+    # per layer kind, without and (full recompute) with the layer's forward recomputed
+    comm = {(moe, rec): layer_comm(moe, float(rec)) for moe in costs for rec in ((False, True) if full_rc else (False,))}
 
     def layer_s(moe: bool) -> float:
         """One layer's share of its stage's per-micro-batch time (compute + exposed TP/CP/EP)."""
         if moe not in costs:
             return 0.0
-        c, k = costs[moe], comm[moe]
-        return c.fwd_s + c.bwd_s + rfrac * c.recompute_s + k.exposed_s
+        c = costs[moe]
+        exposed = (rfrac * comm[moe, True].exposed_s + (1 - rfrac) * comm[moe, False].exposed_s if full_rc
+                   else comm[moe, False].exposed_s)
+        return c.fwd_s + c.bwd_s + rfrac * c.recompute_s + exposed
 
     # --- pipeline stages ---
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
@@ -312,45 +466,62 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     last_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(n_chunks - 1, pp, placement)}
     # per micro-batch a MIRROR rank runs one of its two stages: half its layers on average
     share = 0.5 if placement is Placement.MIRROR else 1.0
+    # model chunks a rank holds (per-micro-batch ZeRO traffic moves per chunk, around its own passes)
+    chunks_per_rank = 2 if placement is Placement.MIRROR and pp > 1 else plan.vp
     D_pp = T * spec.hidden * e / (tp if plan.sp else 1)
     p2p = collective_s(Collective.SEND_RECV, D_pp, g_pp) if g_pp is not None else 0.0
     p2p_per_mb = 2 * p2p * plan.vp if pp > 1 else 0.0
-    pp_exposed_mb = 0.0 if Dim.PP in plan.overlap else p2p_per_mb * share
+    # interleaved chunks pass from the last rank to the first: (pp-1)·tp·cp·dp ranks apart
+    p2p_wrap = (collective_s(Collective.SEND_RECV, D_pp, group_net(cluster, 2, (pp - 1) * tp * cp * dp))
+                if pp > 1 and plan.vp > 1 and placement is Placement.LOOP else p2p)
+
+    def blocking_sends(ranks: list[int]) -> tuple[float, float]:
+        """(forward, backward) stage-boundary sends per micro-batch on the compute chain without PP
+        overlap (the slowest of `ranks`)."""
+        if pp == 1 or Dim.PP in plan.overlap:
+            return 0.0, 0.0
+        sends = [stage_sends_s(i, pp, plan.vp, placement, p2p, p2p_wrap) for i in ranks]
+        return max(f for f, _ in sends), max(b for _, b in sends)
     edge_s = p2p if pp > 1 and Dim.PP in plan.overlap else 0.0  # asynchronous sends: latency on the edges
 
     first_extra = last_extra = 0.0
     parts: list[dict[str, float]] = []
     passes: list[StagePass] = []
+    tails: list[float] = []  # per stage kind: per-micro-batch time off the path between stages (z3_tail)
     mem_worst: Memory | None = None
-    dp_tot = dp_exp = opt_s = 0.0
+    dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
     # stages with the same layers and role cost the same: evaluate each distinct one once (memory at
     # the kind's first rank, which holds the most in-flight micro-batches)
     kinds: dict[tuple[StageLayers, bool, bool], tuple[int, int]] = {}
+    kind_ranks: dict[tuple[StageLayers, bool, bool], list[int]] = {}  # the ranks of each kind
+    rank_kind: list[int] = []  # the kind (its index in `kinds`) of each rank
     for i, sl in enumerate(stages):
         key = (sl, i in first_ranks, i in last_ranks)
         n_, at = kinds.get(key, (0, i))
         kinds[key] = (n_ + 1, at)
+        ranks_ = kind_ranks.setdefault(key, [])
+        ranks_.append(i)
+        rank_kind.append(list(kind_ranks).index(key) if len(ranks_) == 1 else rank_kind[ranks_[0]])
     counts: list[int] = []
     wbytes = weight_gather_bytes(plan, sw)
     fp8_run = prec.gemm_dtype.bytes < e
-    for (sl, first, last), (count, at) in kinds.items():
+    dp_coll = functools.partial(_dp_collective, hbm_Bps=dev.hbm_Bps, quant_GBps=quant_GBps)
+    sizes = chunk_sizes(spec.layers, pp, plan.vp, plan.stage_layers)
+    for (sl, first, last), (count, at), kranks in zip(kinds, kinds.values(), kind_ranks.values(), strict=True):
         counts.append(count)
-        layers = ((False, sl.dense), (True, sl.moe))
-        fwd = sum(costs[moe].fwd_s * n for moe, n in layers if n)
-        bwd = sum((costs[moe].bwd_s + rfrac * costs[moe].recompute_s) * n for moe, n in layers if n)
-        wgrad = sum(costs[moe].gemm_fwd_s * n for moe, n in layers if n)  # weight-gradient GEMMs
-        flops = sum(costs[moe].model_flops * n for moe, n in layers if n)
-        rflops = rfrac * sum(costs[moe].recompute_flops * n for moe, n in layers if n)
-        tp_tot = sum(comm[moe].tp_tot * n for moe, n in layers if n)
-        tp_f = sum(comm[moe].tp_f * n for moe, n in layers if n)
-        tp_b = sum(comm[moe].tp_b * n for moe, n in layers if n)
-        cp_tot = sum(comm[moe].cp_tot * n for moe, n in layers if n)
-        cp_f = sum(comm[moe].cp_f * n for moe, n in layers if n)
-        cp_b = sum(comm[moe].cp_b * n for moe, n in layers if n)
-        ep_tot = sum(comm[moe].ep_tot * n for moe, n in layers if n)
-        ep_exp = sum((comm[moe].ep_f + comm[moe].ep_b) * n for moe, n in layers if n)
-        ep_f = sum(comm[moe].ep_f * n for moe, n in layers if n)
+        # (layer kind, layers, of which their forward recomputed); selective recompute: every layer's part
+        recs = recomputed_layers(plan, sizes, rank_chunks(at, pp, plan.vp, placement), n_dense_first) if full_rc else (0, 0)
+        layers = ((False, sl.dense, recs[0]), (True, sl.moe, recs[1]))
+        lc = [(costs[moe], comm[moe, False], comm.get((moe, True)), n, r) for moe, n, r in layers if n]
+        fwd = sum(c.fwd_s * n for c, _, _, n, _ in lc)
+        bwd = sum(c.bwd_s * n + c.recompute_s * (r if full_rc else rfrac * n) for c, _, _, n, r in lc)
+        wgrad = sum(c.gemm_fwd_s * n for c, _, _, n, _ in lc)  # weight-gradient GEMMs
+        flops = sum(c.model_flops * n for c, _, _, n, _ in lc)
+        rflops = sum(c.recompute_flops * (r if full_rc else rfrac * n) for c, _, _, n, r in lc)
+        sc = _mixed([(k0, k1, n, r) for _, k0, k1, n, r in lc])
+        tp_tot, tp_f, tp_b, cp_tot, cp_f, cp_b = sc.tp_tot, sc.tp_f, sc.tp_b, sc.cp_tot, sc.cp_f, sc.cp_b
+        ep_tot, ep_f, ep_exp = sc.ep_tot, sc.ep_f, sc.ep_f + sc.ep_b
         if last:
             fwd += head.fwd_s
             bwd += head.bwd_s
@@ -358,13 +529,13 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             flops += head.model_flops
             x = 0.0
             if tp > 1:  # LM head input: all-gather forward + reduce-scatter backward (SP), or one backward all-reduce
-                x = _tp_layer_comm(D_tp, g_tp, plan.sp)
+                x = _tp_layer_comm(D_tp, g_tp, plan.sp)[0]
                 tp_tot += x
                 tp_f += x / 2 if plan.sp else 0.0
                 tp_b += x / 2 if plan.sp else x
             last_extra = head.fwd_s + head.bwd_s + x
         if first and tp > 1:  # vocab-parallel embedding output reduction
-            x = _tp_layer_comm(D_tp, g_tp, plan.sp) / (1 if not plan.sp else 2)
+            x = _tp_layer_comm(D_tp, g_tp, plan.sp)[0] / (1 if not plan.sp else 2)
             tp_tot += x
             tp_f += x
             first_extra = x
@@ -374,37 +545,31 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         gbytes = plan.grad_reduce_dtype.bytes
         g_m = cmp.dp_grad if cmp is not None else none
         w_m = cmp.weights if cmp is not None else none
-        codec = 0.0  # quantize + dequantize of compressed DP traffic per step: compute, never hidden
 
-        def dp_coll(kind: Collective, nbytes: float, grp: GroupNet, method: CompressionMethod, db: float,
-                    times: int = 1) -> float:
-            nonlocal codec
-            t, c = _compress(collective_s(kind, nbytes, grp), nbytes, method, db, dev.hbm_Bps, quant_GBps)
-            codec += times * c
-            return times * t
+        params = (dense_p, expert_p)
+
         # --- data-parallel communication of this stage ---
-        z3_ag = z3_rs = 0.0
+        # codec: quantize + dequantize of compressed DP traffic, compute, never hidden: per micro-batch
+        # in its forward (z3_codec_f) and backward (z3_codec_b) where the collective is per micro-batch,
+        # else once per step (codec)
+        # z3_codec_f: one gather's codec, z3_codec_rs: the reduce-scatter's
+        z3_ag = z3_rs = z3_codec_f = z3_codec_rs = codec = 0.0
         if per_mb_z3:
             # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
-            z3_ag = dp_coll(Collective.ALL_GATHER, dense_p * wbytes, g_z3, w_m, wbytes, times=2)
-            z3_rs = dp_coll(Collective.REDUCE_SCATTER, dense_p * gbytes, g_z3, g_m, gbytes)
-            if expert_p:
-                z3_ag += dp_coll(Collective.ALL_GATHER, expert_p * wbytes, g_z3e, w_m, wbytes, times=2)
-                z3_rs += dp_coll(Collective.REDUCE_SCATTER, expert_p * gbytes, g_z3e, g_m, gbytes)
-            z3_rs += codec  # per micro-batch, on the critical path like the reduce-scatter
-            codec = 0.0
+            z3_ag, z3_codec_f = dp_coll(Collective.ALL_GATHER, params, wbytes, w_m, (g_z3, g_z3e))
+            z3_rs, z3_codec_rs = dp_coll(Collective.REDUCE_SCATTER, params, gbytes, g_m, (g_z3, g_z3e))
+            z3_ag *= 2
             t_dp_step = 0.0
         elif plan.shards_optimizer:
-            t_rs = dp_coll(Collective.REDUCE_SCATTER, dense_p * gbytes, g_dp, g_m, gbytes)
-            t_ag = dp_coll(Collective.ALL_GATHER, dense_p * wbytes, g_dp, w_m, wbytes)
-            if expert_p:
-                t_rs += dp_coll(Collective.REDUCE_SCATTER, expert_p * gbytes, g_edp, g_m, gbytes)
-                t_ag += dp_coll(Collective.ALL_GATHER, expert_p * wbytes, g_edp, w_m, wbytes)
+            t_rs, rs_codec = dp_coll(Collective.REDUCE_SCATTER, params, gbytes, g_m, (g_dp, g_edp))
+            t_ag, codec = dp_coll(Collective.ALL_GATHER, params, wbytes, w_m, (g_dp, g_edp))
+            if plan.zero_stage == 2:
+                z3_codec_rs = rs_codec  # reduce-scattered every micro-batch
+            else:
+                codec += rs_codec
             t_dp_step = t_rs + t_ag
         else:
-            t_rs = dp_coll(Collective.ALL_REDUCE, dense_p * gbytes, g_dp, g_m, gbytes)
-            if expert_p:
-                t_rs += dp_coll(Collective.ALL_REDUCE, expert_p * gbytes, g_edp, g_m, gbytes)
+            t_rs, codec = dp_coll(Collective.ALL_REDUCE, params, gbytes, g_m, (g_dp, g_edp))
             t_ag = 0.0
             t_dp_step = t_rs
         pair = 0.0
@@ -412,29 +577,81 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # DualPipe: ranks r and pp-1-r hold the same two stages; their (DP-reduced) gradient shards
             # are summed between the pair after the DP reduction (DeepSeek-V3 sec. 3.2.1: two copies of
             # the parameters); nothing is left to hide it behind
+            # the pair of rank i is (i, pp-1-i), (pp-1-2i)·tp·cp·dp ranks apart: the outer pairs span the
+            # most of the topology (the slowest rank of the kind counts)
             shard_ways = dp * cp if plan.shards_optimizer else 1
-            pair = collective_s(Collective.ALL_REDUCE, local_p * gbytes / shard_ways, g_pp)
+            pair = max(collective_s(Collective.ALL_REDUCE, local_p * gbytes / shard_ways,
+                                    group_net(cluster, 2, abs(pp - 1 - 2 * i) * tp * cp * dp))
+                       for i in kranks)
+        # a micro-batch's gradient reduce-scatter needs its weight gradients: behind the backward, or
+        # only behind the W pass (with its own codec) when a zero-bubble schedule splits it off, where its
+        # exposed part then sits (z3_w)
+        # (the DP stream runs beside everything else the micro-batch's pass does on the compute chain:
+        # its compute, codec passes and exposed TP/CP/EP communication on their own streams)
+        # the rank's forward / backward passes on the compute chain, exposed TP/CP/EP communication
+        # included: step-level DP traffic hides behind the first forward and the last backward of each
+        # of the rank's chunks (one micro-batch's; a DualPipe rank's two chunks in two micro-batches),
+        # the gradient reduction behind the last pass that makes each chunk's weight gradients (a W
+        # pass where a zero-bubble schedule splits it off: schedules.final_grad_passes)
+        fwd_wall = fwd + tp_f + cp_f + ep_f
+        bwd_wall = bwd + tp_b + cp_b + ep_exp - ep_f
+        # (DualPipe splits a backward only in its zero-bubble phases; its steady-state B passes are whole
+        # and each runs beside another micro-batch's forward, which the reduce-scatter has too)
+        rs_split = split and plan.schedule is not Schedule.DUALPIPE
+        rs_hide = (wgrad if rs_split else bwd_wall) + z3_codec_rs + (fwd_wall if placement is Placement.MIRROR else 0.0)
+        last_share = zero3_reduce_last_share(plan, sw, sl.total / chunks_per_rank)
+        # z3_tail: what a micro-batch waits for on the DP stream after its last gradient pass sent its
+        # input gradient on (builder.py: overlapped gathers joined there, then the reduce-scatter): on
+        # the rank's own timeline, not on the path between stages that fills and drains the pipeline;
+        # in the W pass when a zero-bubble schedule splits the backward (z3_w)
+        z3_w = z3_tail = 0.0
         if per_mb_z3:
             # Overlap prefetches the gathers behind compute; the gradient reduce-scatter stays on the
             # critical path (the ZeRO-3 rows of Narayanan et al. 2021, Table 2 are only consistent
-            # with that: their step time is max(compute, gathers) + reduce-scatter).
-            z3_f = max(0.0, z3_ag - (fwd + bwd)) if Dim.DP in plan.overlap else z3_ag
-            z3_rs_exp = max(z3_rs * zero3_reduce_last_share(plan, sw, sl.total), z3_rs - bwd)
-            z3_exp = z3_f + z3_rs_exp + rho * ((z3_ag - z3_f) + (z3_rs - z3_rs_exp))
-            stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs) * m, 0.0
+            # with that: their step time is max(compute, gathers) + reduce-scatter). One gather is
+            # issued with the micro-batch's forward, the other with its backward (FSDP's pre-forward
+            # and pre-backward hooks); communication hides behind any of the micro-batch's compute, its
+            # codec passes included, but the gathers and the reduce-scatter share the DP group's one
+            # stream (one NCCL communicator per process group, as the simulator runs them), so a
+            # micro-batch takes at least their sum.
+            codecs = 2 * z3_codec_f + z3_codec_rs
+            ag1 = z3_ag / 2
+            z3_rs_exp = max(z3_rs * last_share, z3_rs - rs_hide)
+            if Dim.DP not in plan.overlap:  # blocking: each gather when its pass starts, the reduce-scatter after
+                z3_hid = z3_ag + z3_rs
+                z3_f = ag1 + z3_codec_f
+            else:
+                # the backward's gather and the reduce-scatter go with the backward, waited for at its end;
+                # the forward's gather has the forward, and with a pipeline interleaving micro-batches
+                # (1F1B) the passes between a micro-batch's forward and backward too, but right after
+                # its forward comes its own backward without one (pp = 1) or in GPipe: what does not
+                # fit beside the forward spills into the backward's share of the stream
+                # (DualPipe runs a backward beside another micro-batch's forward: that pair is the window)
+                spill = max(0.0, ag1 - fwd_wall - z3_codec_f) if pp == 1 or plan.schedule is Schedule.GPIPE else 0.0
+                busy_b = bwd_wall + z3_codec_f + z3_codec_rs
+                if placement is Placement.MIRROR:
+                    busy_b += fwd_wall + z3_codec_f
+                z3_hid = max(max(0.0, ag1 + spill - busy_b) + z3_rs_exp, ag1 + spill + z3_rs - busy_b,
+                             z3_ag + z3_rs - (fwd_wall + bwd_wall + codecs))
+                z3_f = z3_codec_f
+            z3_exp = z3_hid + rho * (z3_ag + z3_rs - z3_hid) + codecs
+            # overlapped gathers are waited for after the micro-batch's last gradient pass, with the
+            # reduce-scatter; blocking ones run when their pass starts, on the path between stages
+            z3_tail = z3_exp - codecs - (0.0 if Dim.DP in plan.overlap else z3_ag)
+            z3_w = z3_tail + z3_codec_rs if rs_split else 0.0
+            stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs + codecs) * m * share, 0.0
         elif plan.zero_stage == 2:
             # ZeRO-2 keeps only a gradient shard, so every micro-batch's gradients are reduce-scattered
             # before the next one accumulates (DeepSpeed stage 2; FSDP SHARD_GRAD_OP with gradient
-            # sync); only the weight all-gather is once per step.
-            z3_exp = max(0.0, t_rs - bwd) if Dim.DP in plan.overlap else t_rs
-            z3_exp += rho * (t_rs - z3_exp)
+            # sync), layer by layer behind its backward as ZeRO-3's (zero3_reduce_last_share); only the
+            # weight all-gather is once per step, after the optimizer (hidden behind the next forward).
+            rs_exp = max(t_rs * last_share, t_rs - rs_hide) if Dim.DP in plan.overlap else t_rs
+            z3_exp = rs_exp + rho * (t_rs - rs_exp) + z3_codec_rs
+            z3_tail = z3_exp - z3_codec_rs
+            z3_w = z3_tail + z3_codec_rs if rs_split else 0.0
             z3_f = 0.0
-            stage_dp_tot = t_rs * m + t_ag + codec * m
-            if Dim.DP in plan.overlap:  # the last micro-batch's last bucket is never hidden
-                stage_dp_exp = t_rs * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0)) + max(0.0, t_ag - fwd)
-            else:
-                stage_dp_exp = t_ag
-            stage_dp_exp += codec
+            stage_dp_tot = (t_rs + z3_codec_rs) * m * share + t_ag + codec
+            stage_dp_exp = (max(0.0, t_ag - fwd_wall) if Dim.DP in plan.overlap else t_ag) + codec
         else:
             # DDP, distributed optimizer, and FSDP keeping parameters gathered across micro-batches
             # (one all-gather before the first forward, one reduce-scatter after the last backward)
@@ -442,11 +659,16 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_dp_tot = t_dp_step
             if not traits.flush:
                 # PipeDream-2BW: the step's gradient reduction and weight gather run beside the next
-                # step's micro-batches (no flush; the update is one step stale by design)
-                stage_dp_exp = max(0.0, t_dp_step - m * share * (fwd + bwd)) if Dim.DP in plan.overlap else t_dp_step
+                # step's micro-batches (no flush; the update is one step stale by design), until the
+                # step after that needs the new weights: on rank s, 1F1B leaves m − pp + s + 1 of the
+                # next step's forward/backward pairs between the two
+                window = max(0, m - pp + at + 1) * share * (fwd_wall + bwd_wall)
+                stage_dp_exp = max(0.0, t_dp_step - window) if Dim.DP in plan.overlap else t_dp_step
             elif Dim.DP in plan.overlap:
                 last_bucket = t_dp_step * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0))
-                stage_dp_exp = max(last_bucket, t_rs - bwd * share) + max(0.0, t_ag - fwd * share)
+                n_b, n_w = final_grad_passes(plan.schedule, at, pp, m, plan.vp)
+                window = (n_b * bwd_wall + n_w * wgrad) / chunks_per_rank
+                stage_dp_exp = max(last_bucket, t_rs - window) + max(0.0, t_ag - fwd_wall)
             else:
                 stage_dp_exp = t_dp_step
             stage_dp_exp += rho * max(0.0, stage_dp_tot - stage_dp_exp)
@@ -454,12 +676,21 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_dp_exp += codec
         stage_dp_tot += pair
         stage_dp_exp += pair
-        f_s = (fwd + tp_f + cp_f + ep_f + z3_f) * share + pp_exposed_mb / 2
-        per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_exposed_mb
-        w_s = wgrad * share if split else 0.0
-        passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s))
+        # what the stage's data-parallel stream carries in a step, one collective after the other
+        # (per-micro-batch ZeRO traffic, the step's gathers, the DualPipe pair's sum): a lower bound on
+        # the step, whatever compute its parts hide behind
+        if per_mb_z3:
+            lane = max(lane, (z3_ag + z3_rs) * m * share + pair)
+        elif plan.zero_stage == 2:
+            lane = max(lane, t_rs * m * share + t_ag + pair)
+        pp_f, pp_b = blocking_sends(kranks)
+        f_s = (fwd + tp_f + cp_f + ep_f + z3_f) * share + pp_f
+        per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_f + pp_b
+        w_s = (wgrad + z3_w) * share if split else 0.0
+        passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share))
+        tails.append(z3_tail * share)
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
-                      "ep": ep_exp * share, "pp": pp_exposed_mb, "dp": z3_exp * share, "tp_tot": tp_tot * share,
+                      "ep": ep_exp * share, "pp": pp_f + pp_b, "dp": z3_exp * share, "tp_tot": tp_tot * share,
                       "cp_tot": cp_tot * share, "ep_tot": ep_tot * share, "dp_tot_step": stage_dp_tot,
                       "dp_exp_step": stage_dp_exp})
         model_flops += flops * count * share
@@ -483,22 +714,28 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     per_stage = tuple(kind_t[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages))
     k = stage_t.index(t_max)
     if plan.schedule in _FLUSH_FORMULA:
-        # Σ over every stage of its kind (kinds de-duplicate identical stages)
-        pipe = m * t_max + (sum(t * c for t, c in zip(stage_t, counts, strict=True)) - t_max) / plan.vp
+        # Σ over every stage of its kind (kinds de-duplicate identical stages); fill and drain cross the
+        # stages on their path, without the per-micro-batch tails (z3_tail)
+        on_path = [t - r for t, r in zip(stage_t, tails, strict=True)]
+        pipe = m * t_max + (sum(t * c for t, c in zip(on_path, counts, strict=True)) - on_path[k]) / plan.vp
         if pp > 1 and Dim.PP in plan.overlap:
             pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
-    else:
-        kind_pass = dict(zip(kinds, passes, strict=True))
-        pipe = pipeline_s(plan.schedule, [kind_pass[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages)],
-                          m, plan.vp, edge_s)
+    rank_passes = [passes[j] for j in rank_kind]
+    if plan.schedule not in _FLUSH_FORMULA:
+        pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
     tied_sync = 0.0
     if spec.tied_embeddings and pp > 1 and placement is Placement.LOOP:  # embedding-gradient all-reduce between first and last stage
         tied_sync = collective_s(Collective.ALL_REDUCE, spec.vocab * spec.hidden / tp * plan.grad_reduce_dtype.bytes,
                                  group_net(cluster, 2, tp * cp * dp * (pp - 1)))
         if not traits.flush and Dim.DP in plan.overlap:
             tied_sync = 0.0  # hidden with the rest of 2BW's gradient traffic
+        elif not traits.flush:
+            # PipeDream-2BW with blocking gradient collectives (Megatron's finalize_model_grads): every
+            # step the last stage waits in the embedding all-reduce for the first stage's last backward,
+            # the drain of the step's last micro-batch through the stages before it
+            tied_sync += sum(rp.b_s + rp.w_s for rp in rank_passes[:-1]) + (pp - 1) * edge_s
     opt_s += sw.step_overhead_s  # per-step fixed costs the software's timings include
-    step = pipe + dp_exp + opt_s + tied_sync
+    step = max(pipe + dp_exp, lane) + opt_s + tied_sync
 
     bk = parts[k]
     bd = {key: m * bk[key] for key in ("compute", "tp", "cp", "ep", "pp")}

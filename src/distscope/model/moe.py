@@ -116,17 +116,19 @@ def overlapped_a2a_s(comm_s: float, compute_s: float) -> tuple[float, float]:
     return comm_s - hidden + hidden * A2A_OVERLAP_SM_FRACTION, hidden
 
 
-def overlap_budget_s(c: LayerCost, *, tp_overlap: bool, cp: bool, rec: float, split: bool) -> tuple[float, float]:
+def overlap_budget_s(c: LayerCost, *, tp_overlap: bool, cp: bool, rec: float, split: bool,
+                     regather_s: float = 0.0) -> tuple[float, float]:
     """(forward, backward) compute of a layer's pass that another micro-batch's all-to-all can run
     beside: the pass's compute less what its own TP and CP communication already hides behind (TP:
     half the forward GEMMs per point, the dgrad+wgrad GEMMs per backward point, only dgrad when the
-    weight gradient is a later W pass; CP: the attention core); the backward includes the
-    recomputed forward (share `rec`) and excludes a split-off W."""
+    weight gradient is a later W pass, and `regather_s` behind the re-gathered inputs of per-op
+    selective recompute, model.estimate.tp_regather_hide_s; CP: the attention core); the backward
+    includes the recomputed forward (share `rec`) and excludes a split-off W."""
     gemm, attn = c.gemm_fwd_s, c.attn_fwd_s
     f = c.fwd_s - (gemm if tp_overlap else 0.0) - (attn if cp else 0.0)
     b = c.bwd_s + rec * c.recompute_s - (gemm if split else 0.0)
     if tp_overlap:
-        b -= rec * gemm + (gemm if split else 2 * gemm)
+        b -= rec * gemm + (gemm if split else 2 * gemm) + regather_s
     if cp:
         b -= rec * attn + 2 * attn
     return max(f, 0.0), max(b, 0.0)

@@ -17,9 +17,10 @@ term uses the slowest rank, the fill/drain term the mean rank (the existing 1F1B
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
-from distscope.plan import Schedule
+from distscope.plan import SCHEDULE_TRAITS, Placement, Schedule
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,6 +30,8 @@ class StagePass:
     f_s: float
     b_s: float
     w_s: float
+    tail_s: float = 0.0  # the part of a whole backward (B + W) that follows the sending of its input gradient
+
 
     @property
     def total_s(self) -> float:
@@ -123,10 +126,115 @@ def pipedream_2bw_s(stages: Sequence[StagePass], m: int) -> float:
     return m * max(s.total_s for s in stages)
 
 
+# pass kinds of the dependency graph: F, B without its W (split), B with its W, W
+_F, _B_SPLIT, _B_FULL, _W = range(4)
+
+
+@functools.lru_cache(maxsize=64)
+def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[tuple[int, int, tuple[tuple[int, bool], ...]], ...]:
+    """The schedule's dependency graph over (rank, pass) nodes in a topological order: per node its
+    rank, kind and inputs (node, crosses ranks). A node is one pass, or a DualPipe overlapped pair
+    (both inputs before it, both outputs at its end). F of model chunk v needs F of v−1, B of v needs
+    B of v+1 (the last chunk: its own F), W its own B; each rank runs its passes in its order
+    (trace/schedule.py, the order the trace generator follows)."""
+    from distscope.trace.schedule import Pass, stage_order
+
+    place = SCHEDULE_TRAITS[schedule].placement
+    chunks = 1 if place is Placement.LOOP else 2
+    n_pos = p if place is Placement.MIRROR else p * chunks
+
+    def position(r: int, c: int) -> int:
+        if place is Placement.V:
+            return r if c == 0 else 2 * p - 1 - r
+        if place is Placement.MIRROR:
+            return r if c == 0 else p - 1 - r
+        return r
+
+    orders = [stage_order(schedule, stage=r, stages=p, micro_batches=m, chunks=chunks) for r in range(p)]
+    done: dict[tuple[object, int, int], int] = {}  # (pass, micro, position) -> node
+    nodes: list[tuple[int, int, tuple[tuple[int, bool], ...]]] = []
+    idx = [0] * p
+    progressed = True
+    while progressed:
+        progressed = False
+        for r in range(p):
+            order = orders[r]
+            while idx[r] < len(order):
+                group = [order[idx[r]]] + ([order[idx[r] + 1]] if order[idx[r]].pair else [])
+                deps: list[tuple[object, int, int]] = []
+                for x in group:
+                    v = position(r, x.chunk)
+                    if x.kind is Pass.F:
+                        deps += [(Pass.F, x.micro, v - 1)] if v > 0 else []
+                    elif x.kind is Pass.B:
+                        deps += [(Pass.B, x.micro, v + 1)] if v < n_pos - 1 else [(Pass.F, x.micro, v)]
+                    else:
+                        deps += [(Pass.B, x.micro, v)]
+                if any(d not in done for d in deps):
+                    break
+                kinds = [_F if x.kind is Pass.F else _W if x.kind is Pass.W else _B_SPLIT if x.split else _B_FULL
+                         for x in group]
+                # a pair: its first pass waits for both inputs, the second follows it on the rank
+                inputs = tuple((done[d], nodes[done[d]][0] != r) for d in deps)
+                nodes += [(r, kind, inputs if j == 0 else ()) for j, kind in enumerate(kinds)]
+                for x in group:
+                    done[(x.kind, x.micro, position(r, x.chunk))] = len(nodes) - 1
+                idx[r] += len(group)
+                progressed = True
+    return tuple(nodes)
+
+
+def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float) -> float:
+    """Makespan of the schedule's dependency graph (_pass_graph) with each rank's own F, B, W (ZB-V:
+    the StagePass holds both chunks, each pass is half of it) and C per transfer between ranks: the
+    longest path the closed forms above state for uniform ranks. Ranks are rarely uniform (the
+    embedding on the first, the LM head on the last; DualPipe's and ZB-V's end ranks hold both), and
+    there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph."""
+    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
+    cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
+    tail = [k * s.tail_s for s in stages]
+    graph = _pass_graph(schedule, len(stages), m)
+    end = [0.0] * len(graph)
+    rank_t = [0.0] * len(stages)
+    for i, (r, kind, inputs) in enumerate(graph):
+        t = rank_t[r]
+        for d, cross in inputs:
+            e = end[d] + c_s if cross else end[d]
+            if e > t:
+                t = e
+        t += cost[r][kind]
+        rank_t[r] = t
+        end[i] = t - tail[r] if kind == _B_FULL else t  # its input gradient leaves before its tail
+    return max(rank_t)
+
+
+@functools.lru_cache(maxsize=256)
+def final_grad_passes(schedule: Schedule, stage: int, p: int, m: int, vp: int) -> tuple[int, int]:
+    """(full backward passes, W passes) among rank `stage`'s last gradient passes, one per model chunk
+    it holds: the passes after whose start its data-parallel gradient reduction runs (the weight
+    gradients of a chunk are final only in its last pass that makes them: a B, or the W of a split B;
+    trace/builder.py starts the reduction there). Without a split backward, one B per chunk."""
+    chunks = 2 if SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP else vp
+    if not SCHEDULE_TRAITS[schedule].split_backward or p == 1:
+        return chunks, 0
+    from distscope.trace.schedule import Pass, stage_order
+
+    order = stage_order(schedule, stage=stage, stages=p, micro_batches=m, chunks=chunks)
+    grads = [st for st in order if st.kind is Pass.W or (st.kind is Pass.B and not st.split)]
+    last = grads[-min(chunks, len(grads)):]
+    n_w = sum(st.kind is Pass.W for st in last)
+    return len(last) - n_w, n_w
+
+
 def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int, c_s: float) -> float:
-    """Step time of the pipeline part for any schedule (see the functions above)."""
+    """Step time of the pipeline part for any schedule (see the functions above). The zero-bubble
+    schedules and DualPipe use their closed form when every rank does the same work, else the longest
+    path of their graph (longest_path_s)."""
     if len(stages) == 1:
         return m * stages[0].total_s
+    if schedule in (Schedule.ZB_H1, Schedule.ZB_V, Schedule.DUALPIPE) and (
+            any(s != stages[0] for s in stages) or any(s.tail_s for s in stages)):
+        return longest_path_s(schedule, stages, m, c_s)
     if schedule is Schedule.ZB_H1:
         return zb_h1_s(stages, m, c_s)
     if schedule is Schedule.ZB_V:

@@ -23,10 +23,10 @@ gradient reduction, optimizer step and gathers run beside this step's passes.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from distscope.enums import Enum
 from distscope.errors import DistscopeError
 from distscope.plan import SCHEDULE_TRAITS, Placement
 from distscope.trace.gcpause import gc_paused
@@ -35,7 +35,7 @@ from distscope.trace.schedule import Pass, Schedule, Step, stage_order
 from distscope.trace.traceset import TraceSet
 
 
-class Group(enum.Enum):
+class Group(Enum):
     """Process-group roles. DP is the gradient group dp x cp (ranks holding the same weights);
     DPZ is the same ranks priced without NIC rail aggregation (ZeRO-3 traffic); EMB joins the first
     and last pipeline stage (tied word-embedding gradients). EP, ETP and EDP are the expert grid's
@@ -65,12 +65,26 @@ class CommOp:
     size_bytes: int  # Chakra comm_size: the per-rank shard for ALL_GATHER, the full buffer otherwise
     hide_s: float = 0.0  # layer compute that runs alongside this collective (fork/join overlap)
     with_previous: bool = False  # continues the previous op's overlap point (runs right after it)
+    tag: str = field(init=False, repr=False, compare=False)  # 'tp_all_reduce': its nodes' name part
 
     def __post_init__(self) -> None:
         if self.hide_s < 0:
             raise DistscopeError(f"CommOp {self.kind.value} on {self.group.value}: hide_s={self.hide_s} < 0")
         if self.size_bytes < 0:
             raise DistscopeError(f"CommOp {self.kind.value} on {self.group.value}: size_bytes={self.size_bytes} < 0")
+        # derived once here: a step builds one node per (op, micro-batch), and Enum.value is a Python call
+        object.__setattr__(self, "tag", f"{self.group.value}_{self.kind.value.lower()}")
+
+
+def _points(ops: tuple[CommOp, ...]) -> tuple[tuple[CommOp, ...], ...]:
+    """Ops grouped into overlap points: an op `with_previous` joins the point before it."""
+    points: list[list[CommOp]] = []
+    for op in ops:
+        if op.with_previous and points:
+            points[-1].append(op)
+        else:
+            points.append([op])
+    return tuple(tuple(p) for p in points)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,12 +102,21 @@ class LayerCost:
     bwd_comm: tuple[CommOp, ...] = ()
     grad_comm: tuple[CommOp, ...] = ()  # DP gradient sync of this layer's parameters
     wgrad_s: float = 0.0  # weight-gradient share of bwd_s (its own W pass under a split backward)
+    # derived once (the builder reads them per micro-batch): ops per overlap point, compute they hide
+    fwd_points: tuple[tuple[CommOp, ...], ...] = field(init=False, repr=False, compare=False)
+    bwd_points: tuple[tuple[CommOp, ...], ...] = field(init=False, repr=False, compare=False)
+    fwd_hide_s: float = field(init=False, repr=False, compare=False)
+    bwd_hide_s: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.fwd_s < 0 or self.bwd_s < 0:
             raise DistscopeError(f"layer {self.name!r}: fwd_s={self.fwd_s}, bwd_s={self.bwd_s} must be >= 0")
         if not 0 <= self.wgrad_s <= self.bwd_s:
             raise DistscopeError(f"layer {self.name!r}: wgrad_s={self.wgrad_s} must be in [0, bwd_s={self.bwd_s}]")
+        object.__setattr__(self, "fwd_points", _points(self.fwd_comm))
+        object.__setattr__(self, "bwd_points", _points(self.bwd_comm))
+        object.__setattr__(self, "fwd_hide_s", sum(op.hide_s for op in self.fwd_comm))
+        object.__setattr__(self, "bwd_hide_s", sum(op.hide_s for op in self.bwd_comm))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,10 +127,15 @@ class StageExtras:
     overlap: only the last bucket waits for the end of backward); tied (first/last stage) and the
     optimizer follow; param_gather follows the optimizer, or with param_gather_overlap runs alongside
     the step's first forward micro-step (the previous step's gather hidden behind forward).
-    mb_gather is issued for every micro-batch (ZeRO-3 weight gathers): alongside its forward and
-    backward with mb_gather_overlap, else before its forward; mb_reduce follows its backward, and
-    mb_reduce_early (the gradients of all but the stage's last layer when the stack reduce-scatters
-    layer by layer behind the backward) starts with it.
+    mb_gather is issued for every micro-batch (ZeRO-3 weight gathers) with its forward and
+    mb_gather_bwd with its backward: with mb_gather_overlap alongside them (joined after its last
+    gradient pass), else when the pass starts (after its input arrived); mb_reduce follows its
+    backward (its W pass under a split backward: the weight gradients), and mb_reduce_early (the gradients of all but
+    the stage's last layer when the stack reduce-scatters layer by layer behind the backward) starts
+    with it. With mb_chunk_layers (the layers of each of
+    the rank's model chunks) they are per chunk instead: each (micro-batch, chunk) pass moves its
+    chunk's share of them, in that chunk's passes (FSDP gathers and reduces a module's parameters
+    around that module's own forward and backward, so an interleaved or DualPipe rank does it per chunk).
     """
 
     optimizer_s: float = 0.0
@@ -118,8 +146,14 @@ class StageExtras:
     param_gather_overlap: bool = False
     mb_gather: tuple[CommOp, ...] = ()
     mb_gather_overlap: bool = False
+    mb_gather_bwd: tuple[CommOp, ...] = ()
     mb_reduce: tuple[CommOp, ...] = ()
     mb_reduce_early: tuple[CommOp, ...] = ()
+    mb_chunk_layers: tuple[int, ...] = ()
+
+
+def _chunk_ops(ops: tuple[CommOp, ...], share: float) -> tuple[CommOp, ...]:
+    return tuple(replace(op, size_bytes=round(op.size_bytes * share)) for op in ops)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,6 +304,13 @@ def _size(spec: StepSpec, group: Group) -> int:
     return sizes[group]
 
 
+# A stage's data-parallel collectives on its dense parameters' group (DP, DPZ) and on its experts' (EDP,
+# EDPZ) go out one after the other, in the order they are issued: the two groups cross the same NICs, so
+# together they take the sum of their times (model/estimate.py sums them), not the longer of the two that
+# separate streams would give in a congestion-unaware network. (Within one group its stream orders them.)
+_DP_LANE = frozenset({Group.DP, Group.DPZ, Group.EDP, Group.EDPZ})
+
+
 class _Graph:
     """Accumulates one rank's nodes. `chain` is the node the next blocking op depends on; `joins`
     are extra nodes (overlapped work) it must also wait for."""
@@ -282,6 +323,7 @@ class _Graph:
         self.joins: list[int] = []
         self.groups: dict[str, tuple[int, ...]] = {}
         self._group: dict[Group, tuple[str, tuple[int, ...], bool]] = {}
+        self.dp_lane: tuple[int, Group] | None = None  # the last data-parallel collective issued (_DP_LANE)
 
     def add(self, deps: tuple[int, ...], **kw: object) -> int:
         nid = len(self.nodes)
@@ -314,24 +356,34 @@ class _Graph:
         pg, members, used = cached
         if not used:
             return None
-        kw = dict(name=name, kind=NodeKind.COMM_COLL, comm_kind=op.kind, comm_size_bytes=op.size_bytes, pg_name=pg)
+        on_chain = deps is None
         if deps is None:
-            return self.on_chain(**kw)
-        return self.add(deps, **kw)
+            deps = self.here() + tuple(self.joins)
+            self.joins = []
+        lane = op.group in _DP_LANE
+        if lane and self.dp_lane is not None and self.dp_lane[1] is not op.group:
+            deps += (self.dp_lane[0],)
+        nid = self.add(deps, name=name, kind=NodeKind.COMM_COLL, comm_kind=op.kind, comm_size_bytes=op.size_bytes,
+                       pg_name=pg)
+        if lane:
+            self.dp_lane = (nid, op.group)
+        if on_chain:
+            self.chain = nid
+        return nid
 
-    def comm_point(self, ops: list[CommOp], name: str) -> None:
+    def comm_point(self, ops: tuple[CommOp, ...], name: str) -> None:
         """Blocking collectives run back to back; with hide_s, that much compute runs alongside
         them (fork/join)."""
         hide = sum(op.hide_s for op in ops)
         if hide <= 0:
             for k, op in enumerate(ops):
-                self.coll(op, f"{name}_{op.group.value}_{op.kind.value.lower()}{k}")
+                self.coll(op, f"{name}_{op.tag}{k}")
             return
         fork = self.here() + tuple(self.joins)
         self.joins = []
         last: tuple[int, ...] = fork
         for k, op in enumerate(ops):
-            nid = self.coll(op, f"{name}_{op.group.value}_{op.kind.value.lower()}{k}", deps=last)
+            nid = self.coll(op, f"{name}_{op.tag}{k}", deps=last)
             if nid is not None:
                 last = (nid,)
         self.chain = self.add(fork, name=f"{name}_overlapped", kind=NodeKind.COMP, duration_s=hide)
@@ -344,10 +396,12 @@ class _Graph:
         if kind is Pass.W:
             self.compute(f"{layer.name}_wgrad_mb{micro}", layer.wgrad_s)
             return
-        what = "fwd" if forward else "bwd"
-        ops = layer.fwd_comm if forward else layer.bwd_comm
-        dur = layer.fwd_s if forward else layer.bwd_s - (layer.wgrad_s if split else 0.0)
-        serial = dur - sum(op.hide_s for op in ops)
+        if forward:
+            what, points, dur, hide = "fwd", layer.fwd_points, layer.fwd_s, layer.fwd_hide_s
+        else:
+            what, points, hide = "bwd", layer.bwd_points, layer.bwd_hide_s
+            dur = layer.bwd_s - (layer.wgrad_s if split else 0.0)
+        serial = dur - hide
         if serial < -1e-12:
             raise DistscopeError(f"layer {layer.name!r}: {what} overlaps more compute than its {dur} s")
         self.compute(
@@ -356,12 +410,6 @@ class _Graph:
             layer.fwd_flops if forward else layer.bwd_flops,
             layer.fwd_bytes if forward else layer.bwd_bytes,
         )
-        points: list[list[CommOp]] = []
-        for op in ops:
-            if op.with_previous and points:
-                points[-1].append(op)
-            else:
-                points.append([op])
         for k, point in enumerate(points):
             self.comm_point(point, f"{layer.name}_{what}_p{k}_mb{micro}")
 
@@ -394,22 +442,38 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
     flush = SCHEDULE_TRAITS[spec.schedule].flush
     chunks_here = 2 if spec.placement is Placement.MIRROR and spec.pp > 1 else spec.vp
     last_grad: dict[tuple[int, int], int] = {}  # (chunk, layer) -> node of its last gradient pass
-    mb_pending: dict[int, list[int]] = {}  # micro-batch -> overlapped ZeRO-3 collectives to join
+    mb_pending: dict[tuple[int, int], list[int]] = {}  # (micro-batch, chunk) -> overlapped ZeRO-3 collectives to join
     early_start: int | None = None
     grad_steps = [n for n, st in enumerate(order) if st.kind is Pass.W or (st.kind is Pass.B and not st.split)]
     fwd_steps = [n for n, st in enumerate(order) if st.forward]
     first_of_last_grads = grad_steps[-min(chunks_here, len(grad_steps))]
     last_of_first_fwds = fwd_steps[min(chunks_here, len(fwd_steps)) - 1]
-    first_fwd: dict[int, int] = {}
-    first_bwd: dict[int, int] = {}
-    last_grad_of: dict[int, int] = {}
+    # per-micro-batch ZeRO work, keyed (micro-batch, chunk) where it is per chunk, else (micro-batch, 0)
+    per_chunk = bool(ex.mb_chunk_layers)
+    total_layers = sum(ex.mb_chunk_layers) or 1
+    mb_ops = ([tuple(_chunk_ops(ops, n_ / total_layers) for ops in (ex.mb_gather, ex.mb_reduce_early, ex.mb_reduce,
+                                                                   ex.mb_gather_bwd)) for n_ in ex.mb_chunk_layers]
+              if per_chunk else [(ex.mb_gather, ex.mb_reduce_early, ex.mb_reduce, ex.mb_gather_bwd)])
+
+    def mkey(st: Step) -> tuple[int, int]:
+        return (st.micro, st.chunk if per_chunk else 0)
+
+    # a micro-batch's gradient reduce-scatters start with its first pass that produces weight gradients
+    # (a B pass, or the W pass of a split backward) and end after its last one
+    first_fwd: dict[tuple[int, int], int] = {}
+    first_bwd: dict[tuple[int, int], int] = {}
+    first_grad: dict[tuple[int, int], int] = {}
+    last_grad_of: dict[tuple[int, int], int] = {}
+    grad_set = set(grad_steps)
     for n, st in enumerate(order):
         if st.forward:
-            first_fwd.setdefault(st.micro, n)
-        else:
-            first_bwd.setdefault(st.micro, n)
-            if n in grad_steps:
-                last_grad_of[st.micro] = n
+            first_fwd.setdefault(mkey(st), n)
+            continue
+        if st.kind is Pass.B:
+            first_bwd.setdefault(mkey(st), n)
+        if n in grad_set:
+            first_grad.setdefault(mkey(st), n)
+            last_grad_of[mkey(st)] = n
     gather_pending: list[int] = []
     step_done: dict[int, int] = {}  # without a flush: step k -> the node its weight update ends with
 
@@ -469,31 +533,36 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
             continue
         if n == 0 and ex.param_gather and ex.param_gather_overlap and flush:
             for k, op in enumerate(ex.param_gather):
-                nid = g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}", deps=())
+                nid = g.coll(op, f"param_{op.tag}{k}", deps=())
                 if nid is not None:
                     gather_pending.append(nid)
         if not flush and step.forward and step.micro % spec.micro_batches == 0 and step.micro // spec.micro_batches >= 2:
             g.joins.append(step_done[step.micro // spec.micro_batches - 2])  # the version two steps back
-        if step.forward and first_fwd.get(step.micro) == n and ex.mb_gather:
-            for k, op in enumerate(ex.mb_gather):
-                name = f"zero3_{op.kind.value.lower()}{k}_mb{step.micro}"
-                if ex.mb_gather_overlap:
-                    nid = g.coll(op, name, deps=g.here())
-                    if nid is not None:
-                        mb_pending.setdefault(step.micro, []).append(nid)
-                else:
-                    g.coll(op, name)
         partner = order[n + 1] if step.pair and n + 1 < len(order) else None
+        # the ZeRO-3 gathers of the passes that start a micro-batch's forward or backward here
+        gathers = [(cand, 0 if cand.forward else 3, "" if cand.forward else "b")
+                   for cand, k in ((step, n), (partner, n + 1)) if cand is not None and ex.mb_gather
+                   and (first_fwd if cand.forward else first_bwd).get(mkey(cand)) == k]
+        for cand, which, tag in gathers if ex.mb_gather_overlap else ():  # prefetched: joined after the last grad
+            for k, op in enumerate(mb_ops[mkey(cand)[1]][which]):
+                name = f"zero3_{op.kind.value.lower()}{k}{tag}_mb{cand.micro}" + (f"_c{cand.chunk}" if per_chunk else "")
+                nid = g.coll(op, name, deps=g.here())
+                if nid is not None:
+                    mb_pending.setdefault(mkey(cand), []).append(nid)
         if step.kind is not Pass.W:
             recv(step)
         if partner is not None:  # DualPipe: an overlapped pair waits for both inputs
             recv(partner)
-        for cand, k in ((step, n), (partner, n + 1)):  # a DualPipe pair may hold a micro-batch's first backward
-            if cand is not None and first_bwd.get(cand.micro) == k:
-                for j, op in enumerate(ex.mb_reduce_early):
-                    nid = g.coll(op, f"zero3_{op.kind.value.lower()}{j}_early_mb{cand.micro}", deps=g.here())
+        for cand, which, tag in () if ex.mb_gather_overlap else gathers:  # blocking: when the pass starts
+            for k, op in enumerate(mb_ops[mkey(cand)[1]][which]):
+                g.coll(op, f"zero3_{op.kind.value.lower()}{k}{tag}_mb{cand.micro}" + (f"_c{cand.chunk}" if per_chunk else ""))
+        for maybe, k in ((step, n), (partner, n + 1)):  # a DualPipe pair may hold a micro-batch's first backward
+            if maybe is not None and first_grad.get(mkey(maybe)) == k:
+                for j, op in enumerate(mb_ops[mkey(maybe)[1]][1]):
+                    name = f"zero3_{op.kind.value.lower()}{j}_early_mb{maybe.micro}" + (f"_c{maybe.chunk}" if per_chunk else "")
+                    nid = g.coll(op, name, deps=g.here())
                     if nid is not None:
-                        mb_pending.setdefault(cand.micro, []).append(nid)
+                        mb_pending.setdefault(mkey(maybe), []).append(nid)
         compute(n, step)
         if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
             g.joins.extend(gather_pending)
@@ -507,10 +576,10 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
             st = maybe
             if st.kind is not Pass.W:
                 send(st)
-            if last_grad_of.get(st.micro) == k:
-                g.joins.extend(mb_pending.pop(st.micro, []))
-                for j, op in enumerate(ex.mb_reduce):
-                    g.coll(op, f"zero3_{op.kind.value.lower()}{j}_mb{st.micro}")
+            if last_grad_of.get(mkey(st)) == k:
+                g.joins.extend(mb_pending.pop(mkey(st), []))
+                for j, op in enumerate(mb_ops[mkey(st)[1]][2]):
+                    g.coll(op, f"zero3_{op.kind.value.lower()}{j}_mb{st.micro}" + (f"_c{st.chunk}" if per_chunk else ""))
             if not flush and not st.forward and st.micro % spec.micro_batches == spec.micro_batches - 1:
                 step_done[st.micro // spec.micro_batches] = _step_update(g, ex, spec, st.micro // spec.micro_batches)
     end = g.here() + tuple(g.joins)
@@ -523,30 +592,30 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
         for k, op in enumerate(layer.grad_comm):
             nid = g.coll(
                 op,
-                f"{layer.name}_c{chunk}_grad_{op.group.value}_{op.kind.value.lower()}{k}",
+                f"{layer.name}_c{chunk}_grad_{op.tag}{k}",
                 deps=(node,) if spec.dp_overlap else end,
             )
             if nid is not None:
                 grads.append(nid)
     for k, op in enumerate(ex.grad_early):
         deps = () if early_start in (None, -1) else (early_start,)
-        nid = g.coll(op, f"grad_{op.group.value}_{op.kind.value.lower()}{k}_early", deps=deps)
+        nid = g.coll(op, f"grad_{op.tag}{k}_early", deps=deps)
         if nid is not None:
             grads.append(nid)
     for k, op in enumerate(ex.grad_late):
-        nid = g.coll(op, f"grad_{op.group.value}_{op.kind.value.lower()}{k}", deps=end)
+        nid = g.coll(op, f"grad_{op.tag}{k}", deps=end)
         if nid is not None:
             grads.append(nid)
     local_grads = tuple(grads)
     for k, op in enumerate(ex.tied):  # Megatron finalize_model_grads: grad sync, then embedding all-reduce
-        nid = g.coll(op, f"tied_{op.group.value}_{op.kind.value.lower()}{k}", deps=end + local_grads)
+        nid = g.coll(op, f"tied_{op.tag}{k}", deps=end + local_grads)
         if nid is not None:
             grads.append(nid)
     tail_gather = ex.param_gather if not ex.param_gather_overlap else ()
     if ex.optimizer_s > 0 or tail_gather or grads:
         g.chain = g.add(end + tuple(grads), name="optimizer_step", kind=NodeKind.COMP, duration_s=ex.optimizer_s)
         for k, op in enumerate(tail_gather):
-            g.coll(op, f"param_{op.group.value}_{op.kind.value.lower()}{k}")
+            g.coll(op, f"param_{op.tag}{k}")
     return RankGraph(rank=rank, nodes=tuple(g.nodes)), g.groups
 
 
@@ -559,7 +628,7 @@ def _step_update(g: _Graph, ex: StageExtras, spec: StepSpec, k: int) -> int:
     after: tuple[int, ...] = g.here()
     done: list[int] = []
     for j, op in enumerate(ex.grad_early + ex.grad_late + ex.tied):
-        nid = g.coll(op, f"step{k}_grad_{op.group.value}_{op.kind.value.lower()}{j}", deps=None if blocking else after)
+        nid = g.coll(op, f"step{k}_grad_{op.tag}{j}", deps=None if blocking else after)
         if nid is not None and not blocking:
             done.append(nid)
     last = g.add(tuple(done) + (g.here() if blocking else after), name=f"optimizer_step{k}", kind=NodeKind.COMP,
@@ -567,7 +636,7 @@ def _step_update(g: _Graph, ex: StageExtras, spec: StepSpec, k: int) -> int:
     if blocking:
         g.chain = last
     for j, op in enumerate(ex.param_gather):
-        nid = g.coll(op, f"step{k}_param_{op.group.value}_{op.kind.value.lower()}{j}", deps=None if blocking else (last,))
+        nid = g.coll(op, f"step{k}_param_{op.tag}{j}", deps=None if blocking else (last,))
         if nid is not None:
             last = nid
     return last

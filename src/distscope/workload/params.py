@@ -60,6 +60,19 @@ def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
     return common + shared + router
 
 
+def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
+    """Weights of one layer that tensor parallelism does not split (Megatron-LM: every TP rank holds the
+    whole of them): the two norms, the row-parallel linears' biases (attention out, FFN out: h each) and
+    the MoE router. MLA's internal layout is left as fully split."""
+    router = spec.hidden * spec.moe.experts if moe_layer and spec.moe is not None else 0
+    return 2 * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router
+
+
+def tp_replicated_embedding(spec: ModelSpec) -> int:
+    """Learned positions and the embedding norm: replicated over TP (the word embedding is vocab-parallel)."""
+    return embedding_params(spec) - spec.vocab * spec.hidden
+
+
 def embedding_params(spec: ModelSpec) -> int:
     pos = spec.max_positions * spec.hidden if spec.max_positions and spec.position.value == "learned" else 0
     emb_norm = norm_params(spec) if spec.embedding_norm else 0
