@@ -28,8 +28,8 @@ def cv():  # type: ignore[no-untyped-def]
 def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     s = summary(cv.results, cv=True)
     assert s["failed_rows"] == 0 and s["predicted_rows"] == 106
-    # measured 10.54% (in-sample with every row fitted: 9.1%); the issue's 10% CI bound is not met
-    assert s["cv_mape_pct"] <= 11.5
+    # measured 9.98% (in-sample with every row fitted: 8.7%) after the S19 rows got sequence_parallel=auto
+    assert s["cv_mape_pct"] <= 10.75
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
 
@@ -44,7 +44,7 @@ def test_each_fold_is_refitted_without_its_source(cv) -> None:  # type: ignore[n
 def test_shipped_calibration_in_sample() -> None:
     """The shipped calibration is fitted on both sets, so these are in-sample figures."""
     published = summary(validate_file(PUBLISHED))
-    assert published["failed_rows"] == 0 and published["mape_pct"] <= 6.5  # measured 5.67%
+    assert published["failed_rows"] == 0 and published["mape_pct"] <= 5.75  # measured 4.81%
     evidence = summary(validate_file(EVIDENCE))
     assert evidence["failed_rows"] == 0 and evidence["mape_pct"] <= 14.5  # measured 12.3%
 

@@ -136,16 +136,17 @@ def _mixed(layers: list[tuple[LayerComm, LayerComm | None, int, int]]) -> LayerC
     return out
 
 
-def rank_chunks(stage: int, pp: int, vp: int, placement: Placement) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def rank_chunks(stage: int, pp: int, vp: int, placement: Placement) -> tuple[int, ...]:
     """Model chunks (positions) that pipeline rank `stage` holds, by its local chunk index (LOOP: v·pp +
     stage; ZB-V's V: stage and 2pp−1−stage; DualPipe's mirror: stage and pp−1−stage)."""
     if pp == 1:
-        return list(range(vp))
+        return tuple(range(vp))
     if placement is Placement.MIRROR:
-        return [stage, pp - 1 - stage]
+        return (stage, pp - 1 - stage)
     if placement is Placement.V:
-        return [stage, 2 * pp - 1 - stage]
-    return [c * pp + stage for c in range(vp)]
+        return (stage, 2 * pp - 1 - stage)
+    return tuple(c * pp + stage for c in range(vp))
 
 
 def recomputes_forward(plan: Plan, index_in_chunk: int) -> bool:
@@ -156,7 +157,7 @@ def recomputes_forward(plan: Plan, index_in_chunk: int) -> bool:
     return plan.recompute is Recompute.FULL and (plan.recompute_layers == 0 or index_in_chunk < plan.recompute_layers)
 
 
-def recomputed_layers(plan: Plan, sizes: tuple[int, ...], chunks: list[int], dense_first: int) -> tuple[int, int]:
+def recomputed_layers(plan: Plan, sizes: tuple[int, ...], chunks: tuple[int, ...], dense_first: int) -> tuple[int, int]:
     """(dense, MoE) layers of a rank's chunks (`chunks` into the per-chunk layer counts `sizes`) whose
     forward full recompute re-runs (recomputes_forward: the first k of each chunk)."""
     if plan.recompute is not Recompute.FULL:
@@ -182,6 +183,7 @@ def _tp_layer_comm(D: float, g: GroupNet, sp: bool, ag_scale: float = 1.0, metho
     return t, codec
 
 
+@functools.lru_cache(maxsize=65536)  # pure; the planner asks for the same ranks and links over and over
 def stage_sends_s(rank: int, pp: int, vp: int, placement: Placement, p2p_s: float, wrap_s: float) -> tuple[float, float]:
     """(forward, backward) seconds of the stage-boundary sends `rank` makes per micro-batch: each of its
     chunks (rank_chunks) sends its output to the next model chunk and its input gradient to the
