@@ -6,9 +6,10 @@ inside the command function.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import typer.exceptions
@@ -88,6 +89,13 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command typer builds from `app` (once per process: building it costs ~30 ms, more than
+    most commands, and in-process callers such as the fuzz tests run thousands)."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one line on stderr and exit code 2, never a traceback.
 
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     `distscope: internal error: ...` and exit 3 (DISTSCOPE_DEBUG=1 re-raises it with its traceback).
     """
     try:
-        rv = app(args=argv, standalone_mode=False, prog_name="distscope")
+        rv = _command()(args=argv, standalone_mode=False, prog_name="distscope")
     except DistscopeError as exc:
         _fail(f"distscope: error: {_one_line(str(exc))}", 2)
     except _USAGE_ERRORS as exc:

@@ -20,9 +20,11 @@ from tests.explore.explore_support import spawn
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 
-# Points that take seconds each, so the sweep is still running when it is interrupted.
+# 64 points of about a second each: minutes of work, so the sweep is still running when it is interrupted
+# (8 points once finished before the interrupt arrived); an interrupted sweep stops early, so the size costs
+# nothing when the fix works.
 SLOW = ["--model", "llama3-70b", "--gpus", "1024", "--global-batch", "1024", "--vary", "hbm_GBps=2000:8000:8",
-        "--ray", "local", "--ray-cpus", "2", "--fresh"]
+        "--vary", "nic_GBps=25:100:8", "--ray", "local", "--ray-cpus", "2", "--fresh"]
 
 
 def _session(sid: int) -> dict[int, str]:
