@@ -15,19 +15,9 @@ from collections.abc import Hashable, Sequence
 
 from distscope.comm import Algorithm, Collective, collective_s, collective_time, group_net
 from distscope.errors import DistscopeError
+from distscope.sim.network import PRICED_AS
 from distscope.system.topology import Cluster
 from distscope.trace.graph import CollKind
-
-_COLL = {
-    CollKind.ALL_REDUCE: Collective.ALL_REDUCE,
-    CollKind.ALL_GATHER: Collective.ALL_GATHER,
-    CollKind.REDUCE_SCATTER: Collective.REDUCE_SCATTER,
-    CollKind.REDUCE_SCATTER_BLOCK: Collective.REDUCE_SCATTER,
-    CollKind.ALL_TO_ALL: Collective.ALL_TO_ALL,
-    CollKind.BROADCAST: Collective.BROADCAST,
-    CollKind.REDUCE: Collective.REDUCE,
-    CollKind.BARRIER: Collective.ALL_REDUCE,
-}
 
 
 def _stride(members: tuple[int, ...]) -> int:
@@ -57,7 +47,7 @@ class ClusterNetwork:
         key = (kind, size_bytes, n, stride, rails)
         t = self._cache.get(key)
         if t is None:
-            coll = _COLL.get(kind)
+            coll = PRICED_AS.get(kind)
             if coll is None:
                 raise DistscopeError(f"comm_type={kind.value} has no cost model on a cluster preset")
             g = group_net(self.cluster, n, stride, rails)
@@ -72,7 +62,7 @@ class ClusterNetwork:
         """Like collective_s, with the algorithm forced (None: NCCL's choice)."""
         if algorithm is None:
             return self.collective_s(kind, size_bytes, members)
-        coll = _COLL.get(kind)
+        coll = PRICED_AS.get(kind)
         if coll is None:
             raise DistscopeError(f"comm_type={kind.value} has no cost model on a cluster preset")
         n = len(members)

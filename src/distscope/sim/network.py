@@ -14,10 +14,24 @@ from collections.abc import Hashable, Sequence
 from functools import lru_cache
 from typing import Protocol
 
+from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.sim.astra_collective import DimSpan, collective_s, message_s
 from distscope.sim.astra_config import NetworkConfig, SystemConfig
 from distscope.trace.graph import CollKind
+
+# The collective a network prices a Chakra collective node as (the cluster-preset and the measured-profile
+# networks alike): a block reduce-scatter is a reduce-scatter, a barrier a zero-byte all-reduce (gloo's is one).
+PRICED_AS: dict[CollKind, Collective] = {
+    CollKind.ALL_REDUCE: Collective.ALL_REDUCE,
+    CollKind.ALL_GATHER: Collective.ALL_GATHER,
+    CollKind.REDUCE_SCATTER: Collective.REDUCE_SCATTER,
+    CollKind.REDUCE_SCATTER_BLOCK: Collective.REDUCE_SCATTER,
+    CollKind.ALL_TO_ALL: Collective.ALL_TO_ALL,
+    CollKind.BROADCAST: Collective.BROADCAST,
+    CollKind.REDUCE: Collective.REDUCE,
+    CollKind.BARRIER: Collective.ALL_REDUCE,
+}
 
 
 class NetworkMode(enum.Enum):

@@ -23,19 +23,9 @@ from collections.abc import Hashable, Sequence
 from distscope.comm import Algorithm, Collective, GroupNet, collective_time
 from distscope.errors import DistscopeError, closest
 from distscope.measure.profile import OpFit, SystemProfile
+from distscope.sim.network import PRICED_AS
 from distscope.system.calibrated import RING_STEPS
 from distscope.trace.graph import CollKind
-
-_OP = {
-    CollKind.ALL_REDUCE: Collective.ALL_REDUCE,
-    CollKind.ALL_GATHER: Collective.ALL_GATHER,
-    CollKind.REDUCE_SCATTER: Collective.REDUCE_SCATTER,
-    CollKind.REDUCE_SCATTER_BLOCK: Collective.REDUCE_SCATTER,
-    CollKind.ALL_TO_ALL: Collective.ALL_TO_ALL,
-    CollKind.BROADCAST: Collective.BROADCAST,
-    CollKind.REDUCE: Collective.REDUCE,
-    CollKind.BARRIER: Collective.ALL_REDUCE,  # a zero-byte all-reduce (gloo's barrier is one)
-}
 
 
 def nccl_bytes(kind: CollKind, comm_size_bytes: int, n: int) -> int:
@@ -113,7 +103,7 @@ class ProfileNetwork:
         n = len(members)
         if n <= 1:
             return 0.0
-        op = _OP.get(kind)
+        op = PRICED_AS.get(kind)
         if op is None:
             raise DistscopeError(f"comm_type={kind.value} has no measured cost model")
         size = 0 if kind is CollKind.BARRIER else nccl_bytes(kind, size_bytes, n)

@@ -164,6 +164,16 @@ def _with_codec(layers: tuple[LayerCost, ...], codec: tuple[float, float, float]
     return tuple(out)
 
 
+def _reduce_scatters(grad: list[tuple[Group, float]], late: float) -> tuple[tuple[CommOp, ...], tuple[CommOp, ...]]:
+    """(early, late) gradient reduce-scatters of each (group, bytes): _split with the `late` share."""
+    early: tuple[CommOp, ...] = ()
+    after: tuple[CommOp, ...] = ()
+    for group, nbytes in grad:
+        pre, post = _split(group, RS, nbytes, late)
+        early, after = early + pre, after + post
+    return early, after
+
+
 def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1,
               software: SoftwareProfile | None = None, quant_GBps: float | None = None) -> StepSpec:
     """The StepSpec of one optimizer step of `plan` (which must already be checked against the model);
@@ -345,12 +355,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         if per_mb_z3:
             # ZeRO-3: per micro-batch, the weights gathered for its forward and again for its backward,
             # the gradients reduce-scattered, all but the last layer's share behind the backward
-            last_share = zero3_reduce_last_share(plan, sw, sl.total / chunks_here)
-            rss: tuple[CommOp, ...] = ()
-            rss_early: tuple[CommOp, ...] = ()
-            for group, nbytes in grad:
-                pre, post = _split(group, RS, nbytes, last_share)
-                rss_early, rss = rss_early + pre, rss + post
+            rss_early, rss = _reduce_scatters(grad, zero3_reduce_last_share(plan, sw, sl.total / chunks_here))
             mb_codec.append((gather_codec, gather_codec + (0.0 if split else grad_codec), grad_codec if split else 0.0))
             extras.append(StageExtras(optimizer_s=opt_s, tied=tied, mb_gather=gather, mb_gather_bwd=gather,
                                       mb_gather_overlap=dp_overlap, mb_reduce=rss, mb_reduce_early=rss_early,
@@ -359,12 +364,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         if plan.zero_stage == 2:
             # per micro-batch gradient reduce-scatter, layer by layer behind its backward; one weight
             # all-gather per step after the optimizer (estimate.py, the ZeRO-2 branch)
-            last_share = zero3_reduce_last_share(plan, sw, sl.total / chunks_here)
-            z2_rs: tuple[CommOp, ...] = ()
-            z2_early: tuple[CommOp, ...] = ()
-            for group, nbytes in grad:
-                pre, post = _split(group, RS, nbytes, last_share)
-                z2_early, z2_rs = z2_early + pre, z2_rs + post
+            z2_early, z2_rs = _reduce_scatters(grad, zero3_reduce_last_share(plan, sw, sl.total / chunks_here))
             mb_codec.append((0.0, 0.0 if split else grad_codec, grad_codec if split else 0.0))
             extras.append(StageExtras(optimizer_s=opt_s + gather_codec, tied=tied, mb_reduce=z2_rs,
                                       mb_reduce_early=z2_early, param_gather=gather, param_gather_overlap=dp_overlap,
