@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,16 @@ def cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def _default_sigint() -> None:
+    # A shell without job control starts background commands with SIGINT ignored, and a Python started
+    # with SIGINT ignored never turns Ctrl-C into KeyboardInterrupt: give the child the default, as a
+    # terminal would, whatever ran the tests.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
     """`python -m distscope explore ...` in its own session (so a test can kill it and its workers)."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.Popen([sys.executable, "-m", "distscope", "explore", *argv], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=_default_sigint)
