@@ -1,10 +1,17 @@
-"""Captured real jobs vs their simulation (issue 10): the examples' GPT on 4 gloo ranks in each layout
-(DDP, FSDP, TP x DP, PP x DP), captured with `distscope trace capture` (no change to the script) and
-simulated with this machine's α-β profile measured in the same run (`measure collectives` + `measure
-calibrate`). Each layout is captured --repeats times: identical captures differ by tens of percent on
-an oversubscribed host (4 ranks on 2 cores here), so the figure is the spread, not one run.
+"""Captured real jobs vs their simulation, against the job's own unprofiled step (issue 21).
 
-    python benchmarks/capture_fidelity.py [--repeats 3] [--layouts ddp,fsdp,tp,pp]
+The examples' GPT (--hidden 128 --seq-len 64) on 2 and 4 gloo ranks in each layout (DDP, FSDP, TP x DP,
+PP x DP), captured with `distscope trace capture` (no change to the script; 3 warm-up steps, 4 steps
+timed without the profiler before the captured one, 2 after) and simulated with this machine's α-β
+profile measured in the same run. The ground truth is the median unprofiled step of the same run;
+its spread (min-max of the timed steps) is reported beside every error. Also:
+- scale-out: a 1-rank capture simulated with --dp 2, against the 2-rank job's unprofiled step;
+- repeatability: --repeat-captures captures of one job in a row: how many succeed, and the spread of
+  their simulated steps against the spread of the job's own unprofiled steps;
+- capture overhead: the capture's wall time against the job's own (run plain).
+
+    python benchmarks/capture_fidelity.py [--repeats 2] [--layouts ddp,fsdp,tp,pp] [--ranks 2,4]
+                                          [--repeat-captures 20]
 
 Last line: one JSON object (also benchmarks/results/capture_fidelity.json).
 """
@@ -18,61 +25,151 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from _results import save
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_PCT = 15.0  # issue 10: predicted step within 15% of the step measured in the same run
-STEP, STEPS = 2, 3
+TARGET_PCT = 15.0  # issue 21: simulated step within 15% of the unprofiled median step
+WARMUP, TIMED, STEPS = 3, 4, 10
+MODEL = ("--hidden", "128", "--seq-len", "64")
 
 
-def _ds(*args: str, timeout: float = 300) -> str:
+def _env() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "distscope", *args], env=env, cwd=ROOT, capture_output=True,
+    return env
+
+
+def _ds(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "distscope", *args], env=_env(), cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
-    if proc.returncode != 0:
+    if check and proc.returncode != 0:
         raise SystemExit(f"capture_fidelity: distscope {args[0]} {args[1]} failed: {proc.stderr.strip()[-500:]}")
-    return proc.stdout
+    return proc
+
+
+def _job(nproc: int, layout: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *MODEL]
+
+
+def _capture(out: Path, nproc: int, layout: str) -> tuple[dict[str, Any] | None, float, str]:
+    t0 = time.perf_counter()
+    proc = _ds("trace", "capture", "--out", str(out), "--warmup", str(WARMUP), "--timed-steps", str(TIMED),
+               "--timeout-s", "200", "--no-convert", "--json", "--", *_job(nproc, layout), check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return None, wall, proc.stderr.strip().splitlines()[-1][:300] if proc.stderr.strip() else f"exit {proc.returncode}"
+    return json.loads(proc.stdout.strip().splitlines()[-1]), wall, ""
+
+
+def _simulate(out: Path, profile: Path, *extra: str) -> dict[str, Any]:
+    return json.loads(_ds("simulate", str(out), "--profile", str(profile), "--json", *extra).stdout)
+
+
+def _profile(d: Path, nproc: int) -> Path:
+    print(f"measuring this machine's α-β profile ({nproc} gloo ranks)", file=sys.stderr)
+    _ds("measure", "collectives", "--nproc", str(nproc), "--ops", "all_reduce,all_gather,reduce_scatter,send_recv",
+        "--min-bytes", "1024", "--max-bytes", str(4 << 20), "--out", str(d / f"sweep{nproc}.json"), "--timeout-s", "300")
+    _ds("measure", "calibrate", str(d / f"sweep{nproc}.json"), "--out", str(d / f"profile{nproc}.json"))
+    return d / f"profile{nproc}.json"
+
+
+def _pct(pred: float, meas: float) -> float:
+    return round((pred - meas) / meas * 100, 1)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--layouts", default="ddp,fsdp,tp,pp")
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--repeat-captures", type=int, default=20)
     args = ap.parse_args()
-    layouts = args.layouts.split(",")
+    layouts, ranks = args.layouts.split(","), [int(r) for r in args.ranks.split(",")]
+    runs: list[dict[str, Any]] = []
+    failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        print("measuring this machine's α-β profile (4 gloo ranks)", file=sys.stderr)
-        _ds("measure", "collectives", "--nproc", "4", "--ops", "all_reduce,all_gather,reduce_scatter,send_recv",
-            "--min-bytes", "1024", "--max-bytes", str(1 << 20), "--out", str(d / "sweep.json"), "--timeout-s", "200")
-        _ds("measure", "calibrate", str(d / "sweep.json"), "--out", str(d / "profile.json"))
-        runs = []
+        profiles = {n: _profile(d, n) for n in sorted({*ranks, 2})}
         for i in range(args.repeats):
-            for layout in layouts:
-                out = d / f"{layout}{i}"
-                _ds("trace", "capture", "--out", str(out), "--step", str(STEP), "--timeout-s", "200", "--no-convert",
-                    "--json", "--", sys.executable, "-m", "torch.distributed.run", "--standalone",
-                    "--nproc-per-node=4", str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS),
-                    "--layout", layout)
-                res = json.loads(_ds("simulate", str(out), "--profile", str(d / "profile.json"), "--json"))
-                err = (res["step_time_s"] - res["measured_step_s"]) / res["measured_step_s"] * 100
-                runs.append({"layout": layout, "measured_step_s": round(res["measured_step_s"], 5),
-                             "predicted_step_s": round(res["step_time_s"], 5), "error_pct": round(err, 1),
-                             "completion_skew_s_max": round(max(res["completion_skew_s_by_rank"].values()), 5)})
-                print(f"{layout} #{i + 1}: measured {res['measured_step_s'] * 1e3:.1f} ms, predicted "
-                      f"{res['step_time_s'] * 1e3:.1f} ms ({err:+.1f}%)", file=sys.stderr)
+            for n in ranks:
+                for layout in layouts:
+                    out = d / f"{layout}{n}-{i}"
+                    summary, wall, err = _capture(out, n, layout)
+                    if summary is None:
+                        failures.append(f"{layout} x{n}: {err}")
+                        print(f"{layout} x{n} #{i + 1}: capture failed: {err}", file=sys.stderr)
+                        continue
+                    res = _simulate(out, profiles[n])
+                    steps = summary["unprofiled_steps_s"]
+                    run = {"layout": layout, "ranks": n, "unprofiled_step_s": round(res["measured_step_s"], 5),
+                           "unprofiled_min_s": round(min(steps), 5), "unprofiled_max_s": round(max(steps), 5),
+                           "profiled_step_s": round(res["profiled_step_s"], 5),
+                           "predicted_step_s": round(res["step_time_s"], 5),
+                           "error_pct": _pct(res["step_time_s"], res["measured_step_s"]),
+                           "profiled_error_pct": _pct(res["profiled_step_s"], res["measured_step_s"]),
+                           "capture_wall_s": round(wall, 2)}
+                    runs.append(run)
+                    print(f"{layout} x{n} #{i + 1}: unprofiled {run['unprofiled_step_s'] * 1e3:.1f} ms "
+                          f"({min(steps) * 1e3:.1f}-{max(steps) * 1e3:.1f}), profiled {run['profiled_step_s'] * 1e3:.1f}, "
+                          f"predicted {run['predicted_step_s'] * 1e3:.1f} ({run['error_pct']:+.1f}%)", file=sys.stderr)
+        # scale-out: 1 rank captured, 2 ranks predicted, against the 2-rank captures' unprofiled steps
+        scale = []
+        for layout in ("ddp", "fsdp"):
+            out = d / f"{layout}1"
+            summary, _, err = _capture(out, 1, layout)
+            truth = [r["unprofiled_step_s"] for r in runs if r["layout"] == layout and r["ranks"] == 2]
+            if summary is None or not truth:
+                failures.append(f"{layout} x1: {err or 'no 2-rank run to compare with'}")
+                continue
+            pred = _simulate(out, profiles[2], "--dp", "2")["step_time_s"]
+            scale.append({"layout": layout, "captured_ranks": 1, "predicted_ranks": 2,
+                          "captured_unprofiled_step_s": round(summary["unprofiled_step_s"], 5),
+                          "predicted_step_s": round(pred, 5), "measured_step_s": round(statistics.median(truth), 5),
+                          "error_pct": _pct(pred, statistics.median(truth))})
+            print(f"scale {layout} 1 -> 2 ranks: predicted {pred * 1e3:.1f} ms, measured "
+                  f"{statistics.median(truth) * 1e3:.1f} ms ({scale[-1]['error_pct']:+.1f}%)", file=sys.stderr)
+        # repeatability: one job captured again and again
+        rep: dict[str, Any] = {"captures": args.repeat_captures, "succeeded": 0, "errors": []}
+        sims, own = [], []
+        for i in range(args.repeat_captures):
+            out = d / f"rep{i}"
+            summary, _, err = _capture(out, 2, "ddp")
+            if summary is None:
+                rep["errors"].append(err)
+                continue
+            rep["succeeded"] += 1
+            sims.append(_simulate(out, profiles[2])["step_time_s"])
+            own += summary["unprofiled_steps_s"]
+            print(f"repeat {i + 1}/{args.repeat_captures}: simulated {sims[-1] * 1e3:.1f} ms", file=sys.stderr)
+        if sims:
+            rep.update(simulated_median_s=round(statistics.median(sims), 5),
+                       simulated_spread_pct=round((max(sims) - min(sims)) / statistics.median(sims) * 100, 1),
+                       unprofiled_median_s=round(statistics.median(own), 5),
+                       unprofiled_spread_pct=round((max(own) - min(own)) / statistics.median(own) * 100, 1),
+                       error_pct=_pct(statistics.median(sims), statistics.median(own)))
+        # capture overhead: the job alone
+        t0 = time.perf_counter()
+        subprocess.run(_job(2, "ddp"), env=_env(), cwd=ROOT, capture_output=True, timeout=300, check=True)
+        plain_wall = time.perf_counter() - t0
+    walls = [r["capture_wall_s"] for r in runs if r["layout"] == "ddp" and r["ranks"] == 2]
     errs = [r["error_pct"] for r in runs]
-    by_layout = {lay: [r["error_pct"] for r in runs if r["layout"] == lay] for lay in layouts}
     save("capture_fidelity", {
-        "captures": len(runs), "ranks": 4, "target_pct": TARGET_PCT,
-        "mean_error_pct": round(statistics.fmean(errs), 1),
-        "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1),
-        "min_error_pct": min(errs), "max_error_pct": max(errs),
+        "captures": len(runs), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL),
+        "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1) if errs else None,
+        "mean_error_pct": round(statistics.fmean(errs), 1) if errs else None,
         "within_target": sum(abs(e) <= TARGET_PCT for e in errs),
-        "error_pct_by_layout": by_layout, "runs": runs,
+        "mean_abs_profiled_error_pct": round(statistics.fmean(abs(r["profiled_error_pct"]) for r in runs), 1) if runs else None,
+        "error_pct_by_layout": {f"{lay}x{n}": [r["error_pct"] for r in runs if r["layout"] == lay and r["ranks"] == n]
+                                for n in ranks for lay in layouts},
+        "scale_out": scale, "repeatability": rep,
+        "capture_overhead": {"job_wall_s": round(plain_wall, 2),
+                             "capture_wall_s": round(statistics.median(walls), 2) if walls else None},
+        "runs": runs,
     })
 
 

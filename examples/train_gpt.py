@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--microbatches", type=int, default=2, help="pp only: micro-batches per step")
     ap.add_argument("--timeout-s", type=float, default=60.0)
+    ap.add_argument("--hidden", type=int, default=GPTConfig.hidden, help="model width (FFN 4x); larger: longer steps")
+    ap.add_argument("--seq-len", type=int, default=GPTConfig.seq_len)
     ap.add_argument("--sleep-rank", type=int, default=-1, help="rank that sleeps before every forward")
     ap.add_argument("--sleep-ms", type=float, default=0.0)
     ap.add_argument("--sleep-at", choices=["step", "backward"], default="step")
@@ -53,7 +55,7 @@ def main() -> None:
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
     torch.manual_seed(0)
-    cfg = GPTConfig()
+    cfg = GPTConfig(hidden=args.hidden, ffn_hidden=4 * args.hidden, seq_len=args.seq_len)
     world = dist.get_world_size()
     rank = dist.get_rank()
     nmb = args.microbatches if args.layout == "pp" else 1

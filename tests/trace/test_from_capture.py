@@ -209,3 +209,47 @@ def test_bad_steps_are_one_line() -> None:
     odd["nodes"][4]["inputs"]["types"] = ["GenericList[Tensor(c10::Float4_e2m1)]"]
     with pytest.raises(DistscopeError, match=r"node 6 \('c10d::allreduce_'\): tensor dtype 'c10::Float4_e2m1'"):
         build_rank(odd, 0, "f.json")
+
+
+def test_the_profilers_cost_per_op_is_taken_out_and_kept_in_total() -> None:
+    """A cost of 10 us per recorded op (5 inside its interval, 5 outside, none per tensor): every
+    leaf gives up 5 us, every gap the outside halves of the ops around it; what a short node cannot
+    give is carried to the next node of its lane, so the whole cost comes out of the step."""
+    from distscope.trace.profiler_cost import ProfilerCost
+
+    completion = {("0", 3): 0.0035, ("1", 0): 0.0016}
+    plain = build_rank(_step(), 0, "t", completion_s=completion)
+    cost = ProfilerCost(inside_s=(5e-6, 0.0), outside_s=(5e-6, 0.0))
+    lean = build_rank(_step(), 0, "t", completion_s=completion, cost=cost)
+
+    def busy(cap) -> float:  # type: ignore[no-untyped-def]
+        return sum(n.duration_s for n in cap.graph.nodes if n.kind is NodeKind.COMP and n.lane == "tid:1")
+
+    # main-thread ops recorded in the window: mm, allreduce_ (+ its comm annotation inside it), add_,
+    # sum, _allgather_base_ (+ annotation), mul: 6 leaves and 2 callees; the wait's cost falls in a wait
+    taken = busy(plain) - busy(lean)
+    assert taken == pytest.approx(6 * 10e-6 + 2 * 10e-6, abs=6e-6)
+    mm = next(n for n in lean.graph.nodes if n.name == "aten::mm")
+    assert mm.duration_s == pytest.approx(900e-6 - 5e-6)
+    ar = next(n for n in lean.graph.nodes if n.name == "c10d::allreduce_")
+    assert ar.duration_s == pytest.approx(200e-6 - 5e-6 - 10e-6)  # its own share and its annotation's
+    # a huge cost: nothing goes negative; all is taken but the Python time before the first recorded op
+    huge = build_rank(_step(), 0, "t", completion_s=completion, cost=ProfilerCost(inside_s=(1.0, 0.0)))
+    assert all(n.duration_s >= 0 for n in huge.graph.nodes) and busy(huge) == pytest.approx(100e-6)
+    assert ProfilerCost.from_json(None) == ProfilerCost()
+
+
+def test_unprofiled_steps_leave_out_warmup_and_the_profiled_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from distscope.trace.capture_files import unprofiled_steps
+
+    for r, times in ((0, [1.0, 0.5, 0.010, 0.012, 0.030, 0.011]), (1, [1.0, 0.5, 0.011, 0.010, 0.031, 0.013])):
+        (tmp_path / f"steps.{r}.json").write_text(json.dumps({"rank": r, "step_s": times, "warmup": 2, "profiled": 4}))
+    steps, stats = unprofiled_steps(tmp_path, 2)
+    assert steps == (0.011, 0.012, 0.013)  # the slowest rank of each timed step
+    assert stats[0]["steps"] == 3 and stats[1]["median_s"] == pytest.approx(0.011)
+    assert unprofiled_steps(tmp_path, 3) == ((), {})  # a rank without timings: none (an older capture)
+    (tmp_path / "steps.1.json").write_text(json.dumps({"step_s": "x", "warmup": 2}))
+    with pytest.raises(DistscopeError, match="field step_s"):
+        unprofiled_steps(tmp_path, 2)

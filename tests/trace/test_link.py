@@ -128,3 +128,23 @@ def test_bad_inputs_name_the_file() -> None:
         link(host, {"events": []}, kineto_where="'k.json'")
     with pytest.raises(DistscopeError, match="no 'nodes' list"):
         link({"schema": SCHEMA}, kineto)
+
+
+def test_an_op_that_starts_during_a_wait_never_depends_on_it() -> None:
+    """A 1-rank job: gloo's all-gather runs on its worker thread while the main thread is in
+    Work.wait() (the wait cannot end before it): its inter-thread dependency is the op before the wait,
+    not the wait or an op inside it, so the linked trace stays a DAG."""
+    host = _host([
+        _node(10, "c10d::_allgather_base_", 2, 10),
+        _node(11, "distscope::wait pg=0 seq=4", 2, 11),
+        _node(12, "aten::view", 11, 12),
+        _node(13, "gloo:all_gather", 2, 13),
+    ])
+    kineto = {"traceEvents": [
+        _ev("c10d::_allgather_base_", 1000, 50, 10),
+        _ev("distscope::wait pg=0 seq=4", 1100, 3000, 11, cat="user_annotation"),
+        _ev("aten::view", 1110, 5, 12),
+        _ev("gloo:all_gather", 1200, 2000, 13, tid=200, cat="user_annotation"),
+    ]}
+    out = {n["id"]: n for n in link(host, kineto)["nodes"]}
+    assert out[13]["inter_thread_dep"] == 10

@@ -105,6 +105,11 @@ def simulate(
     place: Annotated[
         str | None, typer.Option("--place", help="With --cluster: the GPU of each trace rank, e.g. 0,8,16,24.")
     ] = None,
+    dp: Annotated[
+        int | None,
+        typer.Option("--dp", help="A capture at another data-parallel degree: DP groups grow to N (replicas of the "
+                     "captured ranks), TP/PP groups keep their size. Price it with --cluster/--gpus or --profile."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
@@ -160,7 +165,8 @@ def simulate(
         from distscope.trace.chakra_io import trace_files
 
         files = len(trace_files(prefix))
-        rank_check(files)
+        if dp is None:
+            rank_check(files)
     else:
         from distscope.userfile import read_json
 
@@ -171,12 +177,22 @@ def simulate(
         files = len(reps) if isinstance(reps, list) else 0  # one file per representative rank
     with progress(files or None, "reading traces") as advance:
         traces = read_symmetric(target, on_rank=advance) if prefix is None else read_traces(prefix, on_rank=advance)
+    captured_dp = None
+    if dp is not None:
+        from distscope.trace.scale import scale_dp
+
+        if prefix is None:
+            raise DistscopeError("--dp applies to a capture (one trace per rank), not to a symmetric trace set")
+        traces, captured_dp = scale_dp(traces, dp)
+        if traces.num_ranks > model.num_npus:
+            raise DistscopeError(f"--dp={dp}: the job needs {traces.num_ranks} ranks but {where} has "
+                                 f"{model.num_npus}; give --gpus {traces.num_ranks} or more")
     rank_check(traces.num_ranks)
     W.check_groups(whatif, traces)
     if whatif.changes_network:
         whatif = dataclasses.replace(whatif, codec_GBps=codec)
         model = W.WhatIfNetwork(model, whatif, traces)
-    capture = _capture_summary(target)
+    capture = _capture_summary(target) if captured_dp is None else None  # scaled: not the captured job
     delays = dict(whatif.delay_s)
     for r, v in (capture or {}).get("start_offset_s_by_rank", {}).items():  # one host's clock: ranks started apart
         if float(v) > 0:
@@ -206,25 +222,53 @@ def simulate(
         write_report({**result.to_json(), "kind": "simulate", "step_view": {
             "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": result.step_time_s}}, report)
-    measured = float(capture["step_s"]) if capture is not None else None
+    measured, profiled = _measured_steps(capture, target)
     skew = _skew_by_rank(traces) if measured is not None else {}
     if as_json:
         out = result.to_json()
         out["comm_bytes"] = comm_bytes_by_group(traces)
+        if captured_dp is not None:
+            out["scaled"] = {"captured_dp": captured_dp, "dp": dp, "ranks": traces.num_ranks}
         if measured is not None:
             out["measured_step_s"] = measured
+            out["profiled_step_s"] = profiled
+            out["measured_is"] = "profiled" if measured == profiled else "unprofiled"
             out["completion_skew_s_by_rank"] = skew
         sys.stdout.write(json.dumps(out) + "\n")
         return
     _print_table(result)
-    if measured is not None:
+    if captured_dp is not None:
+        print(f"the capture scaled from data-parallel degree {captured_dp} to {dp} ({traces.num_ranks} ranks; "
+              "each captured rank's compute replayed, DP collectives priced on the larger groups)")
+    if measured is not None and profiled is not None:
         from rich.console import Console
 
-        err = (result.step_time_s - measured) / measured * 100
-        Console().print(f"measured step (capture): {measured * 1e3:.3f} ms; predicted {err:+.1f}%")
+        def err(m: float) -> str:
+            return f"{(result.step_time_s - m) / m * 100:+.1f}%"
+
+        if measured != profiled:
+            Console().print(f"measured step (the job's own, unprofiled): {measured * 1e3:.3f} ms; predicted "
+                            f"{err(measured)}; the profiled step was {profiled * 1e3:.3f} ms ({err(profiled)})")
+        else:
+            Console().print(f"measured step (profiled capture): {measured * 1e3:.3f} ms; predicted {err(measured)}")
         if any(skew.values()):
             worst = max(skew, key=lambda r: skew[r])
             Console().print(f"host completion skew replayed from the comm logs: {skew[worst] * 1e3:.1f} ms (rank {worst})")
+
+
+def _measured_steps(capture: dict[str, Any] | None, target: str) -> tuple[float | None, float | None]:
+    """(the step to compare with, the profiled step) of a capture: the job's own unprofiled step where
+    the capture timed one, else (an older capture) the profiled step, with a one-line warning."""
+    if capture is None:
+        return None, None
+    profiled = float(capture["step_s"])
+    unprofiled = capture.get("unprofiled_step_s")
+    if unprofiled is None:
+        print(f"distscope: warning: capture {target!r} has no steps timed without the profiler (steps.<rank>.json); "
+              "compared with the profiled step. Recapture with `distscope trace capture --timed-steps 3 ...` "
+              "for the job's own step", file=sys.stderr)
+        return profiled, profiled
+    return float(unprofiled), profiled
 
 
 def _skew_by_rank(traces: TraceSet) -> dict[int, float]:

@@ -305,10 +305,13 @@ def _member_list(
     cls: list[int],
 ) -> list[int]:
     """Node indices of `member`'s collectives on group `gkey`. A member without a trace of its own (a
-    symmetric trace set) runs its representative's graph; it may only sit in a group of its own class,
-    where it mirrors `rank`."""
+    symmetric trace set: `cls` is then the representative rank of every rank) runs its representative's
+    graph: it may sit in a group of its own class, where it mirrors `rank`, or in a group its
+    representative is in too (a captured DP group grown by `simulate --dp`)."""
     if member in coll_lists:
         return coll_lists[member][gkey]
+    if gkey in coll_lists.get(cls[member], {}):
+        return coll_lists[cls[member]][gkey]
     if cls[member] != cls[rank]:
         raise DistscopeError(
             f"symmetric traces: group {gkey[0]!r} mixes rank {rank} with rank {member} of another class "

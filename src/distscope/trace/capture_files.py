@@ -2,7 +2,8 @@
 
     DIR/host.<r>.json     PyTorch execution trace (input)
     DIR/kineto.<r>.json   Kineto trace (input)
-    DIR/meta.<r>.json     measured step time, torch version, world size (input)
+    DIR/meta.<r>.json     measured step time, torch version, world size, profiler cost (input)
+    DIR/steps.<r>.json    every step's time without the profiler (input; trace/recorder.py)
     DIR/calls/*.json      comm log of every rank (input; merged into DIR/calls.json)
     DIR/linked.<r>.json   ET+ (trace/link.py): what `chakra_converter PyTorch` reads
     DIR/step.<r>.et       Chakra ET written by distscope: leaf ops on thread lanes, Python time, COMM
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.trace.from_capture import CapturedRank, build_rank
 from distscope.trace.link import link
+from distscope.trace.profiler_cost import ProfilerCost
 from distscope.userfile import read_json, write_text
 
 PREFIX = "step"
@@ -30,7 +33,7 @@ SUMMARY = "capture.json"
 SUMMARY_FORMAT = "distscope-capture/1"
 CONVERTED = "chakra"
 # Files a capture writes; cleared before a new capture into the same folder (stale ranks never mix).
-OWN_PATTERNS = ("host.*.json", "kineto.*.json", "meta.*.json", "linked.*.json", f"{PREFIX}.*.et", SUMMARY,
+OWN_PATTERNS = ("host.*.json", "kineto.*.json", "meta.*.json", "steps.*.json", "linked.*.json", f"{PREFIX}.*.et", SUMMARY,
                 "calls.json", "calls/*.json", f"{CONVERTED}/{PREFIX}.*.et")
 
 
@@ -51,7 +54,8 @@ def ranks_with_traces(out_dir: Path) -> list[int]:
 
 
 def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
-                     first_done: dict[tuple[str, int], tuple[float, float]] | None = None) -> CapturedRank:
+                     first_done: dict[tuple[str, int], tuple[float, float]] | None = None,
+                     cost: ProfilerCost | None = None) -> CapturedRank:
     """Link, build and write one rank's Chakra ET (and mlc-chakra's conversion when `convert`);
     `first_done`: the rank's collectives' wall-clock issue and group-first completion (first_completions)."""
     from distscope.trace.chakra_io import write_rank
@@ -62,7 +66,7 @@ def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
     linked_path = out_dir / f"linked.{rank}.json"
     write_text(linked_path, json.dumps(et_plus), "linked trace")
     captured = build_rank(et_plus, rank, f"trace {str(linked_path)!r}", completion_s=completions(out_dir, rank),
-                          first_done=first_done)
+                          first_done=first_done, cost=cost)
     write_rank(out_dir / f"{PREFIX}.{rank}.et", captured.graph, captured.groups, captured.labels)
     if convert:
         convert_with_chakra(linked_path, out_dir / CONVERTED / f"{PREFIX}.{rank}.et")
@@ -138,6 +142,10 @@ class CaptureSummary:
     nodes: int
     comm_bytes_by_group: dict[str, dict[str, int]]  # group -> {op: bytes per rank, summed over ranks}
     converted: bool
+    # the job's own steps, timed without the profiler (steps.<r>.json): the step time over ranks (the
+    # slowest rank's interval) of each timed step; empty for a capture made before they were recorded
+    unprofiled_steps_s: tuple[float, ...] = ()
+    unprofiled_by_rank: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     @property
     def step_s(self) -> float:
@@ -148,12 +156,40 @@ class CaptureSummary:
         off = self.start_offset_s_by_rank
         return max(off.get(r, 0.0) + s for r, s in self.step_s_by_rank.items())
 
+    @property
+    def unprofiled_step_s(self) -> float | None:
+        """The job's own step: the median over timed steps of the slowest rank's interval."""
+        return statistics.median(self.unprofiled_steps_s) if self.unprofiled_steps_s else None
+
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["format"] = SUMMARY_FORMAT
         d["prefix"] = PREFIX
         d["step_s"] = self.step_s
+        d["unprofiled_step_s"] = self.unprofiled_step_s
         return d
+
+
+def unprofiled_steps(out_dir: Path, world: int) -> tuple[tuple[float, ...], dict[int, dict[str, float]]]:
+    """From steps.<r>.json: per timed step the slowest rank's interval (steps every rank timed), and per
+    rank the median, min, max and count of its own timed intervals. Warm-up intervals, the profiled
+    one and the one during which the profiler started are left out."""
+    per_rank: dict[int, dict[int, float]] = {}
+    for r in range(world):
+        p = out_dir / f"steps.{r}.json"
+        if not p.is_file():
+            return (), {}
+        data = read_json(p, "step timings")
+        times, warmup, profiled = data.get("step_s"), data.get("warmup", 0), data.get("profiled")
+        if not isinstance(times, list) or not isinstance(warmup, int):
+            raise DistscopeError(f"step timings {str(p)!r}: field step_s must be a list and warmup an integer")
+        per_rank[r] = {k: float(t) for k, t in enumerate(times)
+                       if k >= max(warmup, 1) and k != (None if profiled is None else profiled)}
+    common = sorted(set.intersection(*(set(v) for v in per_rank.values()))) if per_rank else []
+    steps = tuple(max(per_rank[r][k] for r in per_rank) for k in common)
+    stats = {r: {"median_s": statistics.median(v.values()), "min_s": min(v.values()), "max_s": max(v.values()),
+                 "steps": len(v)} for r, v in per_rank.items() if v}
+    return steps, stats
 
 
 def read_meta(out_dir: Path, rank: int) -> dict[str, Any]:
@@ -186,7 +222,8 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
     hosts = {r: str(m["host"]) for r, m in metas.items() if m.get("host") and m.get("backend") == "gloo"}
     first = first_completions(out_dir, hosts)
     for r in ranks:
-        cap = postprocess_rank(out_dir, r, convert=convert, first_done=first.get(r, {}))
+        cap = postprocess_rank(out_dir, r, convert=convert, first_done=first.get(r, {}),
+                               cost=ProfilerCost.from_json(metas[r].get("profiler_cost")))
         nodes += len(cap.graph.nodes)
         starts[r] = cap.start_us
         for c in cap.calls:
@@ -196,6 +233,7 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
     if convert:
         converted = all((out_dir / CONVERTED / f"{PREFIX}.{r}.et").is_file() for r in ranks)
     merge_calls(out_dir)
+    steps, step_stats = unprofiled_steps(out_dir, world)
     summary = CaptureSummary(
         world_size=world,
         step=metas[ranks[0]].get("step"),
@@ -206,6 +244,8 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
         nodes=nodes,
         comm_bytes_by_group={g: dict(v) for g, v in sorted(by_group.items())},
         converted=converted,
+        unprofiled_steps_s=steps,
+        unprofiled_by_rank=step_stats,
     )
     write_text(out_dir / SUMMARY, json.dumps(summary.to_json(), indent=1) + "\n", "capture summary")
     return summary

@@ -116,8 +116,15 @@ def capture_cmd(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the traces (created; earlier capture files in it are replaced).")],
     step: Annotated[
-        int, typer.Option(help="Step to capture: the one that starts when the N-th optimizer.step() returns (0: the first).")
-    ] = 1,
+        int | None, typer.Option(help="Step to capture: the one that starts when the N-th optimizer.step() returns "
+                                 "(0: the first). Default: --warmup + --timed-steps.")
+    ] = None,
+    warmup: Annotated[
+        int, typer.Option(help="Steps (optimizer.step() calls) left out of the unprofiled timing: start-up, first iterations.")
+    ] = 2,
+    timed_steps: Annotated[
+        int, typer.Option(help="Steps timed without the profiler before the captured one (steps after it are timed too).")
+    ] = 3,
     dims: Annotated[
         str, typer.Option(help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' (DeviceMesh dim names are used automatically).")
     ] = "",
@@ -140,13 +147,18 @@ def capture_cmd(
     from distscope.trace.capture_files import clear, postprocess, ranks_with_traces
     from distscope.trace.capture_launch import capture_env, run_job
 
+    if warmup < 0:
+        raise DistscopeError(f"--warmup={warmup} must be >= 0")
+    if timed_steps < 0:
+        raise DistscopeError(f"--timed-steps={timed_steps} must be >= 0")
+    step = warmup + timed_steps if step is None else step
     if step < 0:
         raise DistscopeError(f"--step={step} must be >= 0")
     if not ctx.args:
         raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
     out.mkdir(parents=True, exist_ok=True)
     clear(out)
-    rc = run_job(ctx.args, capture_env(out, step, dims), timeout_s)
+    rc = run_job(ctx.args, capture_env(out, step, dims, warmup), timeout_s)
     if rc != 0:
         code = 128 + -rc if rc < 0 else rc
         why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
@@ -158,6 +170,10 @@ def capture_cmd(
         )
         raise typer.Exit(code=code)
     console = Console(stderr=True)
+    if not ranks_with_traces(out):
+        raise DistscopeError(f"the job ended before step {step} (--step, default --warmup + --timed-steps = "
+                             f"{warmup} + {timed_steps}): it needs at least {step + 1} optimizer.step() calls; run "
+                             "more steps or lower --warmup/--timed-steps")
     with console.status("linking and converting traces", spinner="dots"):
         summary = postprocess(out, convert=convert)
     if as_json:
@@ -165,9 +181,17 @@ def capture_cmd(
         return
     typer.echo(f"captured step {summary.step} of {summary.world_size} ranks into {out}/{'step'}.<rank>.et")
     off = summary.start_offset_s_by_rank
-    typer.echo(f"measured step: {summary.step_s * 1e3:.2f} ms (first rank's start to last rank's end; per rank "
+    typer.echo(f"profiled step: {summary.step_s * 1e3:.2f} ms (first rank's start to last rank's end; per rank "
                + ", ".join(f"r{r} {s * 1e3:.1f}" + (f" from +{off[r] * 1e3:.1f}" if off.get(r) else "")
                            for r, s in sorted(summary.step_s_by_rank.items())) + ")")
+    unprof = summary.unprofiled_step_s
+    if unprof is None:
+        typer.echo("no step was timed without the profiler (the job ended right after the captured step)")
+    else:
+        n = len(summary.unprofiled_steps_s)
+        typer.echo(f"unprofiled step: {unprof * 1e3:.2f} ms (median of {n} timed steps, "
+                   f"{min(summary.unprofiled_steps_s) * 1e3:.2f}-{max(summary.unprofiled_steps_s) * 1e3:.2f}); "
+                   f"profiling made the captured step {summary.step_s / unprof:.2f}x as long")
     for group, ops in summary.comm_bytes_by_group.items():
         typer.echo(f"  {group}: " + ", ".join(f"{op} {b:,} B" for op, b in sorted(ops.items())) + " (all ranks)")
     if summary.converted:

@@ -55,11 +55,11 @@ from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.measure.c10d_ops import C10D_OPS, FUNCTIONAL_OPS, CommOpSpec
 from distscope.trace.graph import CollKind, Node, NodeKind, RankGraph
-from distscope.trace.link import node_attrs
+from distscope.trace.link import WAIT_MARK, node_attrs
+from distscope.trace.profiler_cost import ProfilerCost, node_tensors
 
 STEP_MARK = "distscope::step"
 COMM_MARK = "distscope::comm"
-WAIT_MARK = "distscope::wait"
 SKEW_NAME = "(completion skew)"  # a wait that ended after the collective's first completion in its group
 EXEC_PREFIXES = ("gloo:",)  # record functions of a backend's worker thread that execute a collective
 _COLL_OF = {
@@ -121,6 +121,7 @@ class _Ev:
     end: float
     reads: frozenset[int] = frozenset()  # storage ids of its tensor inputs and outputs
     writes: frozenset[int] = frozenset()  # storage ids of its tensor outputs
+    profiler_s: float = 0.0  # what the profiler added inside its interval (its own callbacks and its callees')
 
 
 def _marks(name: str) -> dict[str, str]:
@@ -201,11 +202,13 @@ def _issue_bytes(op_node: dict[str, Any], spec: CommOpSpec, group_size: int, whe
 
 def build_rank(
     et_plus: dict[str, Any], rank: int, where: str, completion_s: dict[tuple[str, int], float] | None = None,
-    first_done: dict[tuple[str, int], tuple[float, float]] | None = None,
+    first_done: dict[tuple[str, int], tuple[float, float]] | None = None, cost: ProfilerCost | None = None,
 ) -> CapturedRank:
     """The step of one rank as a graph (see the module docstring). `completion_s`: issue-to-completion
     seconds of each call by (group, seq), from the comm log; `first_done`: wall-clock (issue on this rank,
-    first completion in the group) of its collectives (capture_files.first_completions)."""
+    first completion in the group) of its collectives (capture_files.first_completions); `cost`: what
+    the profiler added to each op, taken back out (trace/profiler_cost.py)."""
+    cost = cost or ProfilerCost()
     nodes = et_plus.get("nodes")
     if not isinstance(nodes, list):
         raise DistscopeError(f"{where}: not an ET+ trace (no 'nodes' list)")
@@ -289,6 +292,9 @@ def build_rank(
 
     leaves: list[_Ev] = []
     eps = 1.0  # us: Kineto rounds to the microsecond in places
+    # Profiler cost outside the ops' intervals, by lane: (time, seconds) at op boundaries, in the gaps
+    boundaries: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    tiny = 1e-9
 
     def contained(c: int, n: dict[str, Any]) -> bool:
         """Whether callee c lies inside n's time interval (the host trace nests an op under the op that
@@ -296,18 +302,41 @@ def build_rank(
         cn = by_id[c]
         return "ts" not in cn or "ts" not in n or float(cn["ts"]) < float(n["ts"]) + float(n["inclusive_dur"]) - eps
 
+    def subtree_cost(nid: int, lane: str) -> float:
+        """Profiler cost of the timed callees of a leaf that run on its lane (inside its interval)."""
+        total = 0.0
+        for c in children.get(nid, ()):
+            cn = by_id[c]
+            if "ts" in cn and "cat" not in cn and lane_of(cn) == lane:
+                total += cost.total(node_tensors(cn))
+            total += subtree_cost(c, lane)
+        return total
+
     def visit(nid: int) -> None:
         n = by_id[nid]
         timed = "ts" in n and n.get("name") != STEP_MARK
         inside = timed and float(n["ts"]) >= w0 - eps and float(n["ts"]) + float(n["inclusive_dur"]) <= w1 + eps
         kids = children.get(nid, ())
+        t0, t1 = (rel(float(n["ts"])), rel(float(n["ts"]) + float(n["inclusive_dur"]))) if timed else (0.0, 0.0)
+        cpu = timed and "cat" not in n
+        lane = lane_of(n) if timed else ""
         if inside and (nid in opaque or nid in waits or not any("ts" in by_id[c] and contained(c, n) for c in kids)):
             if not (nid in opaque and str(n["name"]).startswith(EXEC_PREFIXES)):
                 outs = _storages((n.get("outputs") or {}).get("values"))
-                leaves.append(_Ev(nid, str(n["name"]), lane_of(n), rel(float(n["ts"])),
-                                  rel(float(n["ts"]) + float(n["inclusive_dur"])),
-                                  reads=outs | _storages((n.get("inputs") or {}).get("values")), writes=outs))
+                added = 0.0
+                if cpu:
+                    k = node_tensors(n)
+                    added = cost.inside(k) + sum(subtree_cost(c, lane) + (
+                        cost.total(node_tensors(by_id[c])) if "ts" in by_id[c] and lane_of(by_id[c]) == lane else 0.0)
+                        for c in kids if contained(c, n))
+                    boundaries[lane] += [(t0 - tiny, cost.outside(k) / 2), (t1 + tiny, cost.outside(k) / 2)]
+                leaves.append(_Ev(nid, str(n["name"]), lane, t0, t1,
+                                  reads=outs | _storages((n.get("inputs") or {}).get("values")), writes=outs,
+                                  profiler_s=added))
             kids = [c for c in kids if not contained(c, n)]
+        elif inside and cpu:  # an op with callees: its callbacks run in the gaps around its first and last callee
+            k = node_tensors(n)
+            boundaries[lane] += [(t0 - tiny, cost.inside(k) + cost.outside(k) / 2), (t1 + tiny, cost.outside(k) / 2)]
         for c in kids:
             visit(c)
 
@@ -322,8 +351,42 @@ def build_rank(
                 visit(int(n["id"]))
     finally:
         sys.setrecursionlimit(limit)
-    return dataclasses.replace(_assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel),
+    gaps = _GapCost(boundaries)
+    return dataclasses.replace(_assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel, gaps),
                                start_us=w0)
+
+
+class _GapCost:
+    """Profiler cost that fell in the gaps between a lane's ops (seconds between two times), and what is
+    taken out of each node of a lane in order: a node gives up its own share and any earlier share a
+    shorter node could not give (a lane's nodes run in series, so the total comes out where it went in)."""
+
+    def __init__(self, boundaries: dict[str, list[tuple[float, float]]]) -> None:
+        self._debt: dict[str, float] = defaultdict(float)
+        self._t: dict[str, list[float]] = {}
+        self._cum: dict[str, list[float]] = {}
+        for lane, pts in boundaries.items():
+            pts.sort()
+            self._t[lane] = [t for t, _ in pts]
+            acc, cum = 0.0, [0.0]
+            for _, c in pts:
+                acc += c
+                cum.append(acc)
+            self._cum[lane] = cum
+
+    def take(self, lane: str, dur: float, share: float) -> float:
+        """The node's duration without the profiler: `dur` less its `share` and the lane's carried debt."""
+        owed = self._debt[lane] + share
+        left = max(0.0, dur - owed)
+        self._debt[lane] = owed - (max(0.0, dur) - left)
+        return left
+
+    def between(self, lane: str, t0: float, t1: float) -> float:
+        ts = self._t.get(lane)
+        if not ts:
+            return 0.0
+        cum = self._cum[lane]
+        return cum[bisect.bisect_left(ts, t1)] - cum[bisect.bisect_left(ts, t0)]
 
 
 def _assemble(
@@ -335,6 +398,7 @@ def _assemble(
     main_lane: str,
     step_s: float,
     rel: Any,
+    gaps: _GapCost,
 ) -> CapturedRank:
     out: list[Node] = []
 
@@ -430,7 +494,8 @@ def _assemble(
                 if carry:
                     chain("(wait)", 0.0, main_lane, _take(carry))
             else:
-                chain("(python)", start - t, main_lane, _take(carry))
+                chain("(python)", gaps.take(main_lane, start - t, gaps.between(main_lane, t, start)), main_lane,
+                      _take(carry))
         if item is None:
             break
         if item.nid in waits:
@@ -439,7 +504,8 @@ def _assemble(
             waited([("comm", id(c))] if c is not None else [], max(item.start, t), item.end)
             t = max(t, item.end)
             continue
-        nid = chain(item.name, item.end - max(item.start, t), main_lane, _take(carry) + needs)
+        nid = chain(item.name, gaps.take(main_lane, item.end - max(item.start, t), item.profiler_s), main_lane,
+                    _take(carry) + needs)
         graph_id[("ev", item.nid)] = nid
         if item.nid in comm_of_op:
             emit_comm(comm_of_op[item.nid], nid)
@@ -459,7 +525,7 @@ def _assemble(
             if not needs:
                 j = bisect.bisect_right(main_start_ts, ev.start) - 1
                 needs = [("ev", main_starts[j][1])] if j >= 0 else []
-            nid = chain(ev.name, ev.end - ev.start, lane, needs)
+            nid = chain(ev.name, gaps.take(lane, ev.end - ev.start, ev.profiler_s), lane, needs)
             graph_id[("ev", ev.nid)] = nid
             if ev.nid in comm_of_op:
                 emit_comm(comm_of_op[ev.nid], nid)

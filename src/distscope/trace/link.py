@@ -35,6 +35,7 @@ from distscope.trace.chakra_io import PYTORCH_ET_SCHEMAS
 THREAD_ROOT = "[pytorch|profiler|execution_trace|thread]"
 PROCESS_ROOT = "[pytorch|profiler|execution_trace|process]"
 INTER_THREAD_GAP_US = 1000.0  # TraceLinker.enforce_inter_thread_order(threshold=1000)
+WAIT_MARK = "distscope::wait"  # a Python Work.wait() / wait_tensor (measure/logger.py annotations)
 _HOST_CATS = frozenset({"cpu_op", "user_annotation"})
 _DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver"})
@@ -174,7 +175,7 @@ def link(host: Any, kineto: Any, *, host_where: str = "", kineto_where: str = ""
             new_nodes.append(root)
         n["ctrl_deps"] = roots[t]
 
-    _inter_thread_deps(ev_of, by_id)
+    _inter_thread_deps(ev_of, by_id, _in_waits(by_id))
     new_nodes += _device_nodes(events, cpu, ev_of, by_id, next_id)
     out = {k: v for k, v in host.items() if k != "nodes"}
     out["nodes"] = nodes + new_nodes
@@ -190,7 +191,27 @@ def _empty_root() -> dict[str, Any]:
             "attrs": [{"name": n, "type": t, "value": v} for n, t, v in attrs]}
 
 
-def _inter_thread_deps(ev_of: dict[int, dict[str, Any]], by_id: dict[int, dict[str, Any]]) -> None:
+def _in_waits(by_id: dict[int, dict[str, Any]]) -> set[int]:
+    """Ids of wait record functions and every op nested in one (by the host trace's ctrl_deps)."""
+    memo: dict[int, bool] = {}
+    for nid in by_id:
+        chain, p, found = [], nid, False
+        while p in by_id and p not in memo:
+            chain.append(p)
+            if str(by_id[p].get("name", "")).startswith(WAIT_MARK + " "):
+                found = True
+                break
+            parent = by_id[p].get("ctrl_deps")
+            p = parent if isinstance(parent, int) and parent != p else -1
+        found = found or memo.get(p, False)
+        memo.update(dict.fromkeys(chain, found))
+    return {k for k, v in memo.items() if v}
+
+
+def _inter_thread_deps(ev_of: dict[int, dict[str, Any]], by_id: dict[int, dict[str, Any]], waits: set[int]) -> None:
+    """`inter_thread_dep` as TraceLinker sets it, except that it never names a wait or an op inside one:
+    a wait ends only once the work it waits for (often the very op on the other thread) is done, so
+    that dependency would be a cycle (aten::view -> distscope::wait -> gloo:all_gather -> the wait)."""
     per_thread: dict[Any, list[int]] = defaultdict(list)
     for nid, e in ev_of.items():
         per_thread[e.get("tid")].append(nid)
@@ -204,7 +225,7 @@ def _inter_thread_deps(ev_of: dict[int, dict[str, Any]], by_id: dict[int, dict[s
             ts = float(e["ts"])
             if prev_end is None or ts - prev_end > INTER_THREAD_GAP_US:
                 j = bisect.bisect_left(start_ts, ts) - 1
-                while j >= 0 and ev_of[starts[j][1]].get("tid") == tid:
+                while j >= 0 and (ev_of[starts[j][1]].get("tid") == tid or starts[j][1] in waits):
                     j -= 1
                 if j >= 0:
                     by_id[nid]["inter_thread_dep"] = starts[j][1]

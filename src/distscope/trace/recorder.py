@@ -83,14 +83,18 @@ class _Recorder:
         self._mark: Any = None
         self._t0 = 0.0
         self.done = False
+        self.cost: dict[str, Any] = {}
 
     def start(self) -> None:
         from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
 
+        from distscope.trace.profiler_cost import calibrate
+
         rank = _rank()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        et = self._et = ExecutionTraceObserver().register_callback(str(self.out_dir / f"host.{rank}.json"))
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        self.cost = calibrate(acts)  # what the profiler adds per op, on this host now (trace/profiler_cost.py)
+        et = self._et = ExecutionTraceObserver().register_callback(str(self.out_dir / f"host.{rank}.json"))
         self._prof = profile(activities=acts, record_shapes=True, execution_trace_observer=et)
         self._prof.start()
         _store_barrier(f"distscope_capture/{next(_STARTS)}")  # every rank starts captures in the same order
@@ -120,38 +124,60 @@ class _Recorder:
             "pid": os.getpid(),
             "host": socket.gethostname(),  # comm-log clocks are compared only between ranks of one host
             "backend": _backend(),
+            "profiler_cost": self.cost,
         }
         (self.out_dir / f"meta.{rank}.json").write_text(json.dumps(meta) + "\n")
         self.done = True
 
 
 class CaptureLogger(CommLogger):
-    """A CommLogger (annotated) that records step `step` (counted in optimizer.step() calls)."""
+    """A CommLogger (annotated) that records step `step` (counted in optimizer.step() calls) with the
+    profiler and times every other step without it: the interval between consecutive optimizer.step()
+    returns, per rank. The first `warmup` intervals (start-up, first iterations) are left out; the
+    profiler's start-up and export are outside every interval. At exit the timings go to
+    `steps.<rank>.json` (the unprofiled ground truth the replay is compared with)."""
 
-    def __init__(self, out_dir: Path, *, step: int, dims: dict[str, list[list[int]]] | None = None,
+    def __init__(self, out_dir: Path, *, step: int, warmup: int = 0, dims: dict[str, list[list[int]]] | None = None,
                  watchdog_timeout_s: float | None = None) -> None:
         super().__init__(dims=dims, annotate=True, watchdog_timeout_s=watchdog_timeout_s,
                          dump_path=out_dir / "calls" / f"rank{os.environ.get('RANK', '0')}.{os.getpid()}.json")
+        self.out_dir = out_dir
         self.capture_step = step
+        self.warmup = warmup
         self.recorder = _Recorder(out_dir)
-        self.step_times_s: list[float] = []
+        self.step_times_s: list[float] = []  # interval k ends at the (k+1)-th optimizer.step() return
         self._last = time.perf_counter()
+        self.rank = _rank()
 
     def __enter__(self) -> CaptureLogger:
         super().__enter__()
         if self.capture_step == 0:
             self.recorder.start()
+            self._last = time.perf_counter()
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self.write_steps()
 
     def _on_step(self, *a: Any) -> None:
         super()._on_step(*a)
-        now = time.perf_counter()
-        self.step_times_s.append(now - self._last)
-        self._last = now
+        self.step_times_s.append(time.perf_counter() - self._last)
+        self.rank = _rank()  # remembered: at exit the job may have destroyed its process group
         if self._step == self.capture_step + 1:
             self.recorder.stop(self.capture_step)
         if self._step == self.capture_step and not self.recorder.done:
             self.recorder.start()
+        self._last = time.perf_counter()
+
+    def write_steps(self) -> None:
+        """steps.<rank>.json: every interval, which are warm-up and which one was profiled."""
+        if not self.step_times_s:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        data = {"rank": self.rank, "step_s": self.step_times_s, "warmup": self.warmup,
+                "profiled": self.capture_step if self.recorder.done else None}
+        (self.out_dir / f"steps.{self.rank}.json").write_text(json.dumps(data) + "\n")
 
 
 def install() -> None:
@@ -162,6 +188,7 @@ def install() -> None:
     logger = CaptureLogger(
         out_dir,
         step=int(os.environ.get("DISTSCOPE_CAPTURE_STEP", "1")),
+        warmup=int(os.environ.get("DISTSCOPE_CAPTURE_WARMUP", "0")),
         dims=parse_dim_map(os.environ.get("DISTSCOPE_COMMLOG_DIMS", "")),
     )
     logger.__enter__()
@@ -184,5 +211,6 @@ def capture(out_dir: str | Path, *, postprocess: bool = True) -> Iterator[Path]:
             recorder.stop(None)
     if postprocess:
         from distscope.trace.capture_files import postprocess_rank
+        from distscope.trace.profiler_cost import ProfilerCost
 
-        postprocess_rank(out, rank)
+        postprocess_rank(out, rank, cost=ProfilerCost.from_json(recorder.cost))
