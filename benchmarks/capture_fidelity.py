@@ -5,7 +5,8 @@ PP x DP), captured with `distscope trace capture` (no change to the script; 3 wa
 timed without the profiler before the captured one, 2 after) and simulated with this machine's α-β
 profile measured in the same run. The ground truth is the median unprofiled step of the same run;
 its spread (min-max of the timed steps) is reported beside every error. Also:
-- scale-out: a 1-rank capture simulated with --dp 2, against the 2-rank job's unprofiled step;
+- scale-out: a 1-rank DDP capture simulated with --dp 2, against the 2-rank job's unprofiled step (FSDP2
+  on one rank issues no collectives, so there is no DP group to grow: refused in one line);
 - repeatability: --repeat-captures captures of one job in a row: how many succeed, and the spread of
   their simulated steps against the spread of the job's own unprofiled steps;
 - capture overhead: the capture's wall time against the job's own (run plain).
@@ -119,7 +120,7 @@ def main() -> None:
                           f"predicted {run['predicted_step_s'] * 1e3:.1f} ({run['error_pct']:+.1f}%)", file=sys.stderr)
         # scale-out: 1 rank captured, 2 ranks predicted, against the 2-rank captures' unprofiled steps
         scale = []
-        for layout in ("ddp", "fsdp"):
+        for layout in ("ddp",):  # FSDP2 on one rank issues no collectives: nothing to grow (refused in one line)
             out = d / f"{layout}1"
             summary, _, err = _capture(out, 1, layout)
             truth = [r["unprofiled_step_s"] for r in runs if r["layout"] == layout and r["ranks"] == 2]
@@ -159,7 +160,7 @@ def main() -> None:
     walls = [r["capture_wall_s"] for r in runs if r["layout"] == "ddp" and r["ranks"] == 2]
     errs = [r["error_pct"] for r in runs]
     save("capture_fidelity", {
-        "captures": len(runs), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL),
+        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL),
         "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1) if errs else None,
         "mean_error_pct": round(statistics.fmean(errs), 1) if errs else None,
         "within_target": sum(abs(e) <= TARGET_PCT for e in errs),

@@ -203,6 +203,7 @@ def test_bad_steps_are_one_line() -> None:
         build_rank(no_mark, 0, "f.json")
     orphan = copy.deepcopy(step)
     orphan["nodes"][5]["ctrl_deps"] = 999  # the annotation's c10d op is not in the trace
+    orphan["nodes"] = [n for n in orphan["nodes"] if n["id"] != 6]
     with pytest.raises(DistscopeError, match=r"node 7 .*calling c10d op is missing"):
         build_rank(orphan, 0, "f.json")
     odd = copy.deepcopy(step)
@@ -253,3 +254,15 @@ def test_unprofiled_steps_leave_out_warmup_and_the_profiled_step(tmp_path) -> No
     (tmp_path / "steps.1.json").write_text(json.dumps({"step_s": "x", "warmup": 2}))
     with pytest.raises(DistscopeError, match="field step_s"):
         unprofiled_steps(tmp_path, 2)
+
+
+def test_an_annotation_nested_under_an_async_gloo_span_finds_its_c10d_op() -> None:
+    """The host trace nests an op under whatever record function was open on its thread: here the
+    all-reduce's annotation sits under the earlier all-gather's async gloo span (seen in a TP capture);
+    its calling op is the c10d op on its thread whose interval holds it."""
+    et = _step()
+    for n in et["nodes"]:
+        if n["id"] == 7:
+            n["ctrl_deps"] = 8  # under gloo:all_reduce instead of c10d::allreduce_
+    cap = build_rank(et, 0, "t", completion_s={("0", 3): 0.0035, ("1", 0): 0.0016})
+    assert [(c.op.value, c.bytes) for c in cap.calls] == [("all_reduce", 4096), ("all_gather", 8192)]

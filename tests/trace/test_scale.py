@@ -51,3 +51,8 @@ def test_what_cannot_be_scaled_is_one_line() -> None:
     tp_only = dataclasses.replace(tp_only, group_labels={k: "tp" for k in tp_only.group_labels})
     with pytest.raises(DistscopeError, match=r"no data-parallel group to grow .* TP or PP degree change"):
         scale_dp(tp_only, 4)
+    from distscope.trace.graph import Node, RankGraph
+
+    silent = TraceSet(graphs={0: RankGraph(rank=0, nodes=(Node(id=0, name="mm", kind=NodeKind.COMP, duration_s=1e-3),))})
+    with pytest.raises(DistscopeError, match="no collectives"):
+        scale_dp(silent, 4)

@@ -240,6 +240,7 @@ def build_rank(
         key=lambda n: int(node_attrs(n).get("rf_id") or 0),
     )
     exec_rf = [int(node_attrs(n).get("rf_id") or 0) for n in exec_spans]
+    comm_ops = [n for n in nodes if "ts" in n and _spec_of(str(n.get("name", ""))) is not None]
     taken: set[int] = set()
     opaque: set[int] = set()  # subtrees that are not compute: issuing ops' callees, execution spans
     comms: list[dict[str, Any]] = []
@@ -247,12 +248,15 @@ def build_rank(
         kv = _marks(mark["name"])
         here = f"{where}, node {mark['id']} ({mark['name']!r})"
         op_node = by_id.get(int(mark.get("ctrl_deps", -1)))
+        # the host trace nests an op under whatever record function was open on the thread: an earlier
+        # collective's async `gloo:<op>` span (created on this thread, run on gloo's) can be the parent;
+        # then the calling op is the c10d op on this thread whose interval holds the annotation
+        if op_node is None or _spec_of(str(op_node.get("name", ""))) is None:
+            op_node = _enclosing_comm_op(mark, comm_ops)
         if op_node is None or "ts" not in op_node:
             raise DistscopeError(f"{here}: its calling c10d op is missing from the trace")
         op_name = str(op_node["name"])
-        ns, _, short = op_name.partition("::")
-        table = FUNCTIONAL_OPS if ns == "_c10d_functional" else C10D_OPS
-        spec = table.get(short)
+        spec = _spec_of(op_name)
         if spec is None:
             raise DistscopeError(f"{here}: calling op {op_name!r} is not a c10d collective or p2p op")
         try:
@@ -597,6 +601,19 @@ def _first_done_on_this_clock(comms: list[dict[str, Any]], first_done: dict[tupl
     offset = statistics.median(issued * 1e6 - float(c["mark"]["ts"]) for c, (issued, _) in known)
     for c, (_, done) in known:
         c["first_done_us"] = done * 1e6 - offset
+
+
+def _spec_of(op_name: str) -> CommOpSpec | None:
+    ns, _, short = op_name.partition("::")
+    return (FUNCTIONAL_OPS if ns == "_c10d_functional" else C10D_OPS).get(short)
+
+
+def _enclosing_comm_op(mark: dict[str, Any], comm_ops: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The latest-starting c10d op on the annotation's thread whose interval holds its start."""
+    tid, ts = node_attrs(mark).get("tid"), float(mark["ts"])
+    holding = [op for op in comm_ops if node_attrs(op).get("tid") == tid
+               and float(op["ts"]) <= ts <= float(op["ts"]) + float(op["inclusive_dur"])]
+    return max(holding, key=lambda op: float(op["ts"])) if holding else None
 
 
 def _take(items: list[Any]) -> list[Any]:

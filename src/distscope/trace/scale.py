@@ -34,6 +34,9 @@ def dp_groups(traces: TraceSet) -> dict[str, tuple[int, ...]]:
         for n in g.nodes:
             if n.kind is NodeKind.COMM_COLL and n.pg_name and n.pg_name not in groups:
                 groups[n.pg_name] = traces.members(n.pg_name, r)
+    if not groups:
+        raise DistscopeError("--dp: the capture has no collectives, so no data-parallel group to grow (FSDP on one "
+                             "rank issues none); capture the job on 2 or more ranks")
     labelled = {name: m for name, m in groups.items() if traces.group_labels.get(name, "") in DP_LABELS}
     if labelled:
         return labelled
