@@ -148,3 +148,25 @@ def test_an_op_that_starts_during_a_wait_never_depends_on_it() -> None:
     ]}
     out = {n["id"]: n for n in link(host, kineto)["nodes"]}
     assert out[13]["inter_thread_dep"] == 10
+
+
+def test_an_op_nested_under_an_async_span_stays_on_its_thread() -> None:
+    """The host trace nests the next collective's c10d op under the previous all-reduce's gloo span
+    (still "open" on the main thread that created it); the span moves to gloo's thread, the c10d op
+    and its annotation stay on the main thread, under the op that was open before the span."""
+    host = _host([
+        _node(10, "aten::linear", 2, 10),
+        _node(13, "gloo:all_reduce", 2, 13),
+        _node(15, "c10d::allreduce_", 13, 15),
+        _node(16, "distscope::comm pg=0 seq=1", 15, 16),
+    ])
+    kineto = {"traceEvents": [
+        _ev("aten::linear", 1000, 100, 10),
+        _ev("gloo:all_reduce", 1200, 4000, 13, tid=200, cat="user_annotation"),
+        _ev("c10d::allreduce_", 1300, 50, 15),
+        _ev("distscope::comm pg=0 seq=1", 1310, 20, 16, cat="user_annotation"),
+    ]}
+    out = {n["id"]: n for n in link(host, kineto)["nodes"]}
+    assert out[15]["ctrl_deps"] == 2 and node_attrs(out[15])["tid"] == 1
+    assert out[16]["ctrl_deps"] == 15
+    assert node_attrs(out[13])["tid"] != 1

@@ -19,7 +19,8 @@ One thing the PyPI linker does not do: the host trace records an asynchronous re
 (gloo's `gloo:all_reduce`, which runs on gloo's worker thread) on the thread that created it. The
 Kineto event says where it ran, so such ops (with their callees) move under a thread root of their own
 with that thread's `tid`; the converter then chains them apart from the main thread instead of in
-series with it. Deviation: `inter_thread_dep` is set on the op that starts a group, not repeated on
+series with it. Ops of the creating thread that the host trace nested under such a span (it stays
+"open" there: the next collective's c10d op) stay on their thread, under the op open before the span. Deviation: `inter_thread_dep` is set on the op that starts a group, not repeated on
 every op of the group (the converter chains the rest behind it anyway).
 """
 
@@ -153,9 +154,15 @@ def link(host: Any, kineto: Any, *, host_where: str = "", kineto_where: str = ""
             if process_root is None:
                 process_root = n.get("ctrl_deps")
     new_nodes: list[dict[str, Any]] = []
+    first_parent = {nid: by_id[nid].get("ctrl_deps") for nid in ev_of}
+    moved = {nid for nid, e in ev_of.items() if home.get(host_tid[nid]) != e.get("tid")}
     for nid, e in sorted(ev_of.items()):
         k = e.get("tid")
-        if home.get(host_tid[nid]) == k:
+        if nid not in moved:
+            p = first_parent[nid]
+            while p in moved:  # nested under an async op that ran elsewhere: under the op open before it
+                p = first_parent[p]
+            by_id[nid]["ctrl_deps"] = p
             continue
         if k not in tid_of_kineto:
             tid_of_kineto[k] = next_tid
