@@ -155,9 +155,21 @@ def test_first_completions_from_the_comm_logs(tmp_path) -> None:  # type: ignore
             1: [call(1, 0, 10.0, 0.004), call(1, 1, 11.0, 0.005, "recv"), call(1, 2, 12.0, 0.003, ranks=(0, 1, 2))]}
     for r, calls in logs.items():
         (tmp_path / "calls" / f"rank{r}.1.json").write_text(json.dumps({"calls": calls}))
-    # seq 0: first done on rank 0 at 10.001; seq 1 is p2p (left out); seq 2: rank 2 never logged it
+    # seq 0: first done on rank 0 at 10.001; seq 1 is p2p without a peer (an older log: left out);
+    # seq 2: rank 2 never logged it
     got = first_completions(tmp_path, {0: "a", 1: "a"})
     assert got == {0: {("0", 0): (10.0, pytest.approx(10.001))}, 1: {("0", 0): (10.0, pytest.approx(10.001))}}
+    # with peers: the k-th send 0 -> 1 pairs with the k-th recv at 1 from 0. The first recv was posted
+    # (11.0) before the send finished (11.001): done then, its own log says 11.005 (polled); the second
+    # was posted (13.0) after its send was done (12.001): done when posted
+    logs[0][1]["peer"], logs[1][1]["peer"] = 1, 0
+    logs[0].append({**call(0, 3, 12.0, 0.001, "send"), "peer": 1})
+    logs[1].append({**call(1, 3, 13.0, 0.002, "recv"), "peer": 0})
+    for r, calls in logs.items():
+        (tmp_path / "calls" / f"rank{r}.1.json").write_text(json.dumps({"calls": calls}))
+    got = first_completions(tmp_path, {0: "a", 1: "a"})
+    assert got[0][("0", 1)] == (11.0, pytest.approx(11.001)) and got[1][("0", 1)] == (11.0, pytest.approx(11.001))
+    assert got[0][("0", 3)] == (12.0, pytest.approx(12.001)) and got[1][("0", 3)] == (13.0, pytest.approx(13.0))
     assert first_completions(tmp_path, {0: "a", 1: "b"}) == {}  # clocks of two hosts are not compared
     assert first_completions(tmp_path, {0: "a"}) == {}  # a rank of unknown host (or not gloo)
 

@@ -36,11 +36,14 @@ class CommCall:
     duration_s: float | None
     api: str = "c10d"
     error: str | None = None  # set when the Work completed with an exception
+    peer: int | None = None  # send / recv: the global rank at the other end (logs since issue 21)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["op"] = self.op.value
         d["group_ranks"] = list(self.group_ranks)
+        if self.peer is None:
+            del d["peer"]
         return d
 
     @classmethod
@@ -60,6 +63,7 @@ class CommCall:
                 duration_s=None if d.get("duration_s") is None else float(d["duration_s"]),
                 api=str(d.get("api", "c10d")),
                 error=d.get("error"),
+                peer=None if d.get("peer") is None else int(d["peer"]),
             )
         except KeyError as exc:
             raise DistscopeError(f"call record is missing field {exc.args[0]!r}: {d}") from None

@@ -50,6 +50,15 @@ HANG_EXIT_CODE = 75
 _C10D = torch._C._distributed_c10d
 
 
+def _peer(spec: CommOpSpec, bound: dict[str, Any], ranks: tuple[int, ...]) -> int | None:
+    """The global rank a send goes to or a recv comes from (its group-local dst / src argument)."""
+    if spec.op not in (Collective.SEND, Collective.RECV):
+        return None
+    names = ("dst", "dstRank") if spec.op is Collective.SEND else ("src", "srcRank")
+    local = next((bound[k] for k in names if k in bound), None)
+    return ranks[local] if isinstance(local, int) and 0 <= local < len(ranks) else None
+
+
 def _tensor_bytes(value: Any) -> tuple[int, str]:
     """Total bytes of a tensor or nested lists of tensors, and the dtype of the first one."""
     if isinstance(value, torch.Tensor):
@@ -78,6 +87,7 @@ class _Open:
     start_s: float
     start_perf: float
     api: str
+    peer: int | None = None  # send / recv: the other rank (global)
     work: Any = None
     end_perf: float | None = None
     error: str | None = None
@@ -265,6 +275,7 @@ class CommLogger:
                 duration_s=None if r.end_perf is None else r.end_perf - r.start_perf,
                 error=r.error,
                 api=r.api,
+                peer=r.peer,
             )
             for r in recs
         ]
@@ -363,6 +374,7 @@ class CommLogger:
             api="functional" if functional else "c10d",
             work=None,
             dim=self._labeler.label(group, ranks),
+            peer=_peer(spec, bound, ranks),
         )
         if self._watchdog_timeout_s is not None:
             self._announce(rec)

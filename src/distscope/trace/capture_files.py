@@ -84,31 +84,51 @@ def completions(out_dir: Path, rank: int) -> dict[tuple[str, int], float]:
 
 
 def first_completions(out_dir: Path, hosts: dict[int, str]) -> dict[int, dict[tuple[str, int], tuple[float, float]]]:
-    """Per rank, by (group, seq): (this rank's issue, the collective's first completion on any rank of
-    its group), wall-clock seconds from the comm logs (start_s, start_s + duration_s). A collective
-    completes on every member within one message of the last arrival, so its first completion is when
-    it was done everywhere. Only collectives whose members all logged the call and all ran on one host
-    (`hosts`, from the meta files: their clocks agree); p2p is left out (a recv completes after its send
-    by the transfer itself)."""
+    """Per rank, by (group, seq): (this rank's issue, when the call was done everywhere it matters),
+    wall-clock seconds from the comm logs (start_s, start_s + duration_s). A collective completes on
+    every member within one message of the last arrival, so its first completion on any member is when
+    it was done. A p2p pair, the k-th send from a to b with the k-th recv at b from a on one group (logs
+    that name the peer): the send is done at its own completion; the recv once it was posted and the
+    send was done (or at its own completion, if earlier). Only calls whose ranks all logged them and ran
+    on one host (`hosts`, from the meta files: their clocks agree)."""
     done: dict[tuple[str, int], dict[int, tuple[float, float]]] = defaultdict(dict)
     members: dict[tuple[str, int], tuple[int, ...]] = {}
+    p2p: dict[tuple[str, int, int, str], list[tuple[int, int, float, float]]] = defaultdict(list)
     for p in sorted((out_dir / "calls").glob("rank*.json")):
         for c in read_json(p, "log file").get("calls", []):
-            if c.get("duration_s") is None or c.get("error") or c.get("op") in ("send", "recv"):
+            if c.get("duration_s") is None or c.get("error"):
+                continue
+            rank, start = int(c["rank"]), float(c["start_s"])
+            span = (start, start + float(c["duration_s"]))
+            if c.get("op") in ("send", "recv"):
+                if isinstance(c.get("peer"), int):
+                    src, dst = (rank, c["peer"]) if c["op"] == "send" else (c["peer"], rank)
+                    p2p[(str(c["group"]), src, dst, c["op"])].append((rank, int(c["seq"]), *span))
                 continue
             key = (str(c["group"]), int(c["seq"]))
-            done[key][int(c["rank"])] = (float(c["start_s"]), float(c["start_s"]) + float(c["duration_s"]))
+            done[key][rank] = span
             members[key] = tuple(int(r) for r in c.get("group_ranks") or ())
     out: dict[int, dict[tuple[str, int], tuple[float, float]]] = defaultdict(dict)
     for key, by_rank in done.items():
         ranks = members[key]
-        if not ranks or set(by_rank) != set(ranks) or any(r not in hosts for r in ranks) \
-                or len({hosts[r] for r in ranks}) != 1:
+        if not ranks or set(by_rank) != set(ranks) or not _one_host(ranks, hosts):
             continue
         first = min(t for _, t in by_rank.values())
         for r, (issued, _) in by_rank.items():
             out[r][key] = (issued, first)
+    for (group, src, dst, op), sends in p2p.items():
+        if op != "send" or not _one_host((src, dst), hosts):
+            continue
+        recvs = sorted(p2p.get((group, src, dst, "recv"), []), key=lambda x: x[2])
+        for (s_rank, s_seq, s_issue, s_end), (r_rank, r_seq, r_issue, r_end) in zip(
+                sorted(sends, key=lambda x: x[2]), recvs, strict=False):
+            out[s_rank][(group, s_seq)] = (s_issue, s_end)
+            out[r_rank][(group, r_seq)] = (r_issue, min(r_end, max(r_issue, s_end)))
     return out
+
+
+def _one_host(ranks: tuple[int, ...], hosts: dict[int, str]) -> bool:
+    return all(r in hosts for r in ranks) and len({hosts[r] for r in ranks}) == 1
 
 
 def convert_with_chakra(linked_path: Path, out_path: Path) -> bool:

@@ -37,7 +37,8 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   annotations and its logged issue times) is when it was done. A wait of the training thread that ends
   later than that was the host's, not the network's: the thread was not running (4 ranks on 2 cores).
   That lateness becomes a "(completion skew)" node after the "(wait)", on the training thread. It is
-  host time, kept by every what-if (--scale-compute leaves it alone).
+  host time, kept by every what-if (--scale-compute leaves it alone). A recv is done once it was posted
+  and its paired send (the k-th from that peer on that group) was done (capture_files.first_completions).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
 """
