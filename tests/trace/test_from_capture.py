@@ -139,6 +139,18 @@ def test_a_wait_ending_after_the_first_completion_is_completion_skew() -> None:
     traces = TraceSet(graphs={0: late.graph, 1: plain.graph}, process_groups=late.groups, group_labels=late.labels)
     scaled = apply_to_traces(traces, WhatIf(compute_scale=0.5)).graphs[0]
     assert next(n for n in scaled.nodes if n.name == SKEW_NAME).duration_s == pytest.approx(1e-3)
+    # with the profiler's cost taken out, the lateness shrinks as the rank's CPU time did
+    from distscope.trace.profiler_cost import ProfilerCost
+
+    lean = build_rank(_step(), 0, "t", completion_s=done, first_done=first,
+                      cost=ProfilerCost(inside_s=(20e-6, 0.0), outside_s=(20e-6, 0.0)))
+
+    def busy(cap) -> float:  # type: ignore[no-untyped-def]
+        return sum(n.duration_s for n in cap.graph.nodes if n.kind is NodeKind.COMP and n.name != SKEW_NAME)
+
+    ratio = busy(lean) / busy(late)
+    assert 0.9 < ratio < 1.0
+    assert next(n for n in lean.graph.nodes if n.name == SKEW_NAME).duration_s == pytest.approx(1e-3 * ratio, rel=1e-6)
 
 
 def test_first_completions_from_the_comm_logs(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -37,7 +37,8 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   annotations and its logged issue times) is when it was done. A wait of the training thread that ends
   later than that was the host's, not the network's: the thread was not running (4 ranks on 2 cores).
   That lateness becomes a "(completion skew)" node after the "(wait)", on the training thread. It is
-  host time, kept by every what-if (--scale-compute leaves it alone). A recv is done once it was posted
+  host time, kept by every what-if (--scale-compute leaves it alone), and scaled by the rank's CPU time
+  without the profiler over its CPU time with it (the competing threads' work was inflated as its own). A recv is done once it was posted
   and its paired send (the k-th from that peer on that group) was done (capture_files.first_completions).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
@@ -368,6 +369,7 @@ class _GapCost:
 
     def __init__(self, boundaries: dict[str, list[tuple[float, float]]]) -> None:
         self._debt: dict[str, float] = defaultdict(float)
+        self.taken = 0.0  # seconds taken out so far, all lanes
         self._t: dict[str, list[float]] = {}
         self._cum: dict[str, list[float]] = {}
         for lane, pts in boundaries.items():
@@ -384,6 +386,7 @@ class _GapCost:
         owed = self._debt[lane] + share
         left = max(0.0, dur - owed)
         self._debt[lane] = owed - (max(0.0, dur) - left)
+        self.taken += max(0.0, dur) - left
         return left
 
     def between(self, lane: str, t0: float, t1: float) -> float:
@@ -546,11 +549,17 @@ def _assemble(
         dep = graph_id.get(key)
         if dep is not None and dep != nid:
             extra[nid].append(dep)
+    # Completion skew is host lateness measured while the profiler ran: the competing threads' work
+    # that kept this one off the CPU was inflated by the profiler as this rank's own was, so the
+    # lateness is scaled by this rank's CPU time without the profiler over its CPU time with it.
+    busy = sum(n.duration_s for n in out if n.kind is NodeKind.COMP and n.lane == main_lane and n.name != SKEW_NAME)
+    lean = busy / (busy + gaps.taken) if busy + gaps.taken > 0 else 1.0
     final = [
         dataclasses.replace(n, data_deps=tuple(dict.fromkeys((*n.data_deps, *extra[n.id]))))
         if extra.get(n.id) else n
         for n in out
     ]
+    final = [dataclasses.replace(n, duration_s=n.duration_s * lean) if n.name == SKEW_NAME else n for n in final]
     return CapturedRank(
         graph=RankGraph(rank=rank, nodes=tuple(final)),
         groups={c.group: c.group_ranks for c in calls},
