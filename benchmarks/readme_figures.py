@@ -107,13 +107,15 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "three fp32 all-reduces on TP and of FSDP2's root unit and padding (a test)",
      "`pytest tests/measure/test_layouts.py tests/trace/test_volume.py`"),
     ("captured real jobs (`trace capture`) vs `simulate`, against the job's own unprofiled step: the example GPT "
-     "(--hidden 128 --seq-len 64) on 2 gloo ranks, DDP / FSDP / TP×DP / PP×DP, this machine's α-β profile",
+     "(--hidden 128 --seq-len 64) on 2 and 4 gloo ranks, DDP / FSDP / TP×DP / PP×DP, this machine's α-β profile",
      "mean abs error {capture_fidelity:mean_abs_error_pct:.1f}% over {capture_fidelity:captures} captures, "
      "{capture_fidelity:within_target} within 15% (target: every one; the profiled step itself is "
      "{capture_fidelity:mean_abs_profiled_error_pct:.0f}% off); 1 -> 2 ranks with `--dp 2`: "
      "DDP {capture_fidelity:scale_out.0.error_pct:+.1f}%; {capture_fidelity:repeatability.succeeded} of "
-     "{capture_fidelity:repeatability.captures} repeated captures succeeded",
-     "`python benchmarks/capture_fidelity.py --ranks 2 --repeats 1 --repeat-captures 5`"),
+     "{capture_fidelity:repeatability.captures} repeated captures succeeded, their simulated steps spread "
+     "{capture_fidelity:repeatability.simulated_spread_pct:.0f}% (the job's own steps: "
+     "{capture_fidelity:repeatability.unprofiled_spread_pct:.0f}%)",
+     "`python benchmarks/capture_fidelity.py`"),
     ("comm logger overhead on unmodified torchrun jobs (4 gloo ranks)",
      "DDP step time ×{measure_logger_overhead:ddp_gpt_step.ratio:.2f}, all-reduce loop "
      "×{measure_logger_overhead:allreduce_loop.ratio:.2f} ({measure_logger_overhead:allreduce_loop.overhead_us_per_call:.0f} "
