@@ -14,6 +14,7 @@ from distscope.compress.spec import CompressionConfig, CompressionMethod
 from distscope.dtypes import DType, Precision
 from distscope.enums import Enum
 from distscope.errors import DistscopeError
+from distscope.hashing import cached_hash
 
 
 class Recompute(Enum):
@@ -130,6 +131,7 @@ def parse_enum(cls: type[enum.Enum], value: str, field: str) -> enum.Enum:
         raise DistscopeError(f"{field}={value!r} is not valid; choose one of: {', '.join(str(m.value) for m in cls)}") from None
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Plan:
     dp: int

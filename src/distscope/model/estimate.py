@@ -71,6 +71,7 @@ class LayerComm:
                          self.ep_tot + n * o.ep_tot, self.ep_f + n * o.ep_f, self.ep_b + n * o.ep_b)
 
 
+_ZERO_COMM = LayerComm(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 _NONE = CompressionMethod.NONE
 ADAM_BYTES_PER_PARAM = 32.0  # read fp32 master/m/v/grad (16) + write master/m/v (12) + bf16 weight (2) + zero grad (2)
 MASTER_BYTES_PER_PARAM = 12.0  # fp32 master weights + Adam m and v
@@ -128,7 +129,10 @@ def recompute_fraction(layers: int, plan: Plan) -> float:
 def _mixed(layers: list[tuple[LayerComm, LayerComm | None, int, int]]) -> LayerComm:
     """Σ over layer kinds of their LayerComm: n layers, r of them with their forward recomputed (the
     second LayerComm)."""
-    out = LayerComm(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    if len(layers) == 1 and not (layers[0][1] is not None and layers[0][3]):  # one kind, nothing recomputed
+        k0, _, n, r = layers[0]
+        return k0 if n - r == 1 else _ZERO_COMM.plus(k0, n - r)
+    out = _ZERO_COMM
     for k0, k1, n, r in layers:
         out = out.plus(k0, n - r)
         if k1 is not None and r:
@@ -306,22 +310,28 @@ def stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, plan
     """(dense params, expert params) held by one GPU of a stage: TP splits the dense weights except
     those every TP rank holds whole (norms, row-parallel biases, router, learned positions:
     params.tp_replicated_*)."""
+    return _stage_params(spec, sl, first, last, plan.tp, plan.pp, plan.ep * plan.expert_tp)
+
+
+@functools.lru_cache(maxsize=65536)  # pure; a search asks for the same stages of the same model over and over
+def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, tp: int, pp: int,
+                  expert_split: int) -> tuple[float, float]:
     dense = float(sl.dense * P.dense_params_per_layer(spec, False))
     whole = float(sl.dense * P.tp_replicated_per_layer(spec, False))
     experts = 0.0
     if spec.moe is not None:
         dense += sl.moe * P.dense_params_per_layer(spec, True)
         whole += sl.moe * P.tp_replicated_per_layer(spec, True)
-        experts = sl.moe * P.expert_params_per_moe_layer(spec) / (plan.ep * plan.expert_tp)
+        experts = sl.moe * P.expert_params_per_moe_layer(spec) / expert_split
     if first:
         dense += P.embedding_params(spec)
         whole += P.tp_replicated_embedding(spec)
     if last:
         dense += P.head_params(spec)
         whole += P.norm_params(spec)  # the final norm
-        if spec.tied_embeddings and plan.pp > 1 and not first:
+        if spec.tied_embeddings and pp > 1 and not first:
             dense += spec.vocab * spec.hidden  # Megatron keeps a copy of the word embedding on the last stage
-    return (dense - whole) / plan.tp + whole, experts
+    return (dense - whole) / tp + whole, experts
 
 
 def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,

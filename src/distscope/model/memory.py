@@ -22,6 +22,7 @@ rank and schedule: model/schedules.py (inflight_sets).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from distscope.model import op_sac
 from distscope.plan import Plan, Recompute
@@ -53,6 +54,7 @@ class Memory:
         return max(t, key=lambda k: t[k])
 
 
+@functools.lru_cache(maxsize=8192)  # pure; asked once per stage kind of an estimate (the plan's hash is cached)
 def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan,
                                recompute: Recompute | None = None) -> float:
     """Activations one layer keeps for its backward per micro-batch, under `recompute` (default: the

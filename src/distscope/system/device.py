@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError, closest
+from distscope.hashing import cached_hash
 
 if TYPE_CHECKING:
     from distscope.measure.kernel_profile import KernelProfile
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 GiB = 2**30
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Device:
     name: str

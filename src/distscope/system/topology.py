@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from distscope.errors import DistscopeError
+from distscope.hashing import cached_hash
 from distscope.system.device import Device
 from distscope.system.memory_budget import DEFAULT_HEADROOM_FRAC, capacity_bytes, check_budget
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Level:
     """One topology level.
@@ -51,6 +53,7 @@ class Level:
         return self.bw_GBps * 1e9 * self.efficiency
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Cluster:
     name: str

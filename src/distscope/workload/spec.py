@@ -10,6 +10,7 @@ import dataclasses
 import enum
 
 from distscope.errors import DistscopeError
+from distscope.hashing import cached_hash
 
 
 class AttentionKind(enum.Enum):
@@ -40,6 +41,7 @@ class NormKind(enum.Enum):
     RMSNORM = "rmsnorm"
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MoESpec:
     """Mixture-of-experts FFN shape (Mixtral, DeepSeek-V3).
@@ -60,6 +62,7 @@ class MoESpec:
             raise DistscopeError(f"moe spec has a negative or zero size: {self}")
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MLASpec:
     """DeepSeek-V2/V3 multi-head latent attention ranks (DeepSeek-V3 report, Sec. 2.1.1)."""
@@ -71,6 +74,7 @@ class MLASpec:
     v_head_dim: int
 
 
+@cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
