@@ -19,15 +19,15 @@ def cached_hash(cls: type[T]) -> type[T]:
     field_hash = cls.__hash__
 
     def __hash__(self: Any) -> int:
-        h = self.__dict__.get(_KEY)
+        h: int | None = self.__dict__.get(_KEY)
         if h is None:
-            h = field_hash(self)  # type: ignore[misc]
+            h = field_hash(self)
             object.__setattr__(self, _KEY, h)
-        return h  # type: ignore[no-any-return]
+        return h
 
     def __getstate__(self: Any) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != _KEY}
 
-    cls.__hash__ = __hash__  # type: ignore[assignment,method-assign]
-    cls.__getstate__ = __getstate__  # type: ignore[attr-defined]
+    setattr(cls, "__hash__", __hash__)  # noqa: B010 (mypy refuses assigning a method)
+    setattr(cls, "__getstate__", __getstate__)  # noqa: B010
     return cls
