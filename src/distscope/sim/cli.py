@@ -223,6 +223,7 @@ def simulate(
             "timeline": timeline_rows(outcome), "comm_bytes_per_group": comm_bytes_per_group(traces),
             "simulated_step_s": result.step_time_s}}, report)
     measured, profiled = _measured_steps(capture, target)
+    unprofiled = capture is not None and capture.get("unprofiled_step_s") is not None
     skew = _skew_by_rank(traces) if measured is not None else {}
     if as_json:
         out = result.to_json()
@@ -232,7 +233,7 @@ def simulate(
         if measured is not None:
             out["measured_step_s"] = measured
             out["profiled_step_s"] = profiled
-            out["measured_is"] = "profiled" if measured == profiled else "unprofiled"
+            out["measured_is"] = "unprofiled" if unprofiled else "profiled"
             out["completion_skew_s_by_rank"] = skew
         sys.stdout.write(json.dumps(out) + "\n")
         return
@@ -246,7 +247,7 @@ def simulate(
         def err(m: float) -> str:
             return f"{(result.step_time_s - m) / m * 100:+.1f}%"
 
-        if measured != profiled:
+        if unprofiled:
             Console().print(f"measured step (the job's own, unprofiled): {measured * 1e3:.3f} ms; predicted "
                             f"{err(measured)}; the profiled step was {profiled * 1e3:.3f} ms ({err(profiled)})")
         else:

@@ -204,7 +204,7 @@ def unprofiled_steps(out_dir: Path, world: int) -> tuple[tuple[float, ...], dict
         if not isinstance(times, list) or not isinstance(warmup, int):
             raise DistscopeError(f"step timings {str(p)!r}: field step_s must be a list and warmup an integer")
         per_rank[r] = {k: float(t) for k, t in enumerate(times)
-                       if k >= max(warmup, 1) and k != (None if profiled is None else profiled)}
+                       if k >= max(warmup, 1) and k != profiled}
     common = sorted(set.intersection(*(set(v) for v in per_rank.values()))) if per_rank else []
     steps = tuple(max(per_rank[r][k] for r in per_rank) for k in common)
     stats = {r: {"median_s": statistics.median(v.values()), "min_s": min(v.values()), "max_s": max(v.values()),

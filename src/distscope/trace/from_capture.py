@@ -38,8 +38,9 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   later than that was the host's, not the network's: the thread was not running (4 ranks on 2 cores).
   That lateness becomes a "(completion skew)" node after the "(wait)", on the training thread. It is
   host time, kept by every what-if (--scale-compute leaves it alone), and scaled by the rank's CPU time
-  without the profiler over its CPU time with it (the competing threads' work was inflated as its own). A recv is done once it was posted
-  and its paired send (the k-th from that peer on that group) was done (capture_files.first_completions).
+  without the profiler over its CPU time with it (the competing threads' work was inflated as its own).
+  A recv is done once it was posted and its paired send (the k-th from that peer on that group) was
+  done (capture_files.first_completions).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
 """
@@ -51,6 +52,7 @@ import dataclasses
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from distscope.comm.collective import Collective
@@ -308,14 +310,14 @@ def build_rank(
         cn = by_id[c]
         return "ts" not in cn or "ts" not in n or float(cn["ts"]) < float(n["ts"]) + float(n["inclusive_dur"]) - eps
 
-    def subtree_cost(nid: int, lane: str) -> float:
-        """Profiler cost of the timed callees of a leaf that run on its lane (inside its interval)."""
+    def callees_cost(callees: Iterable[int], lane: str) -> float:
+        """Profiler cost of timed callees (and theirs) that run on `lane`: inside a leaf's interval."""
         total = 0.0
-        for c in children.get(nid, ()):
+        for c in callees:
             cn = by_id[c]
             if "ts" in cn and "cat" not in cn and lane_of(cn) == lane:
                 total += cost.total(node_tensors(cn))
-            total += subtree_cost(c, lane)
+            total += callees_cost(children.get(c, ()), lane)
         return total
 
     def visit(nid: int) -> None:
@@ -332,9 +334,7 @@ def build_rank(
                 added = 0.0
                 if cpu:
                     k = node_tensors(n)
-                    added = cost.inside(k) + sum(subtree_cost(c, lane) + (
-                        cost.total(node_tensors(by_id[c])) if "ts" in by_id[c] and lane_of(by_id[c]) == lane else 0.0)
-                        for c in kids if contained(c, n))
+                    added = cost.inside(k) + callees_cost((c for c in kids if contained(c, n)), lane)
                     boundaries[lane] += [(t0 - tiny, cost.outside(k) / 2), (t1 + tiny, cost.outside(k) / 2)]
                 leaves.append(_Ev(nid, str(n["name"]), lane, t0, t1,
                                   reads=outs | _storages((n.get("inputs") or {}).get("values")), writes=outs,
@@ -554,14 +554,13 @@ def _assemble(
     # lateness is scaled by this rank's CPU time without the profiler over its CPU time with it.
     busy = sum(n.duration_s for n in out if n.kind is NodeKind.COMP and n.lane == main_lane and n.name != SKEW_NAME)
     lean = busy / (busy + gaps.taken) if busy + gaps.taken > 0 else 1.0
-    final = [
-        dataclasses.replace(n, data_deps=tuple(dict.fromkeys((*n.data_deps, *extra[n.id]))))
-        if extra.get(n.id) else n
-        for n in out
-    ]
-    final = [dataclasses.replace(n, duration_s=n.duration_s * lean) if n.name == SKEW_NAME else n for n in final]
+    for n in out:
+        if extra.get(n.id):
+            out[n.id] = n = dataclasses.replace(n, data_deps=tuple(dict.fromkeys((*n.data_deps, *extra[n.id]))))
+        if n.name == SKEW_NAME:
+            out[n.id] = dataclasses.replace(n, duration_s=n.duration_s * lean)
     return CapturedRank(
-        graph=RankGraph(rank=rank, nodes=tuple(final)),
+        graph=RankGraph(rank=rank, nodes=tuple(out)),
         groups={c.group: c.group_ranks for c in calls},
         labels={c.group: c.label for c in calls if c.label},
         step_s=step_s,

@@ -20,8 +20,9 @@ One thing the PyPI linker does not do: the host trace records an asynchronous re
 Kineto event says where it ran, so such ops (with their callees) move under a thread root of their own
 with that thread's `tid`; the converter then chains them apart from the main thread instead of in
 series with it. Ops of the creating thread that the host trace nested under such a span (it stays
-"open" there: the next collective's c10d op) stay on their thread, under the op open before the span. Deviation: `inter_thread_dep` is set on the op that starts a group, not repeated on
-every op of the group (the converter chains the rest behind it anyway).
+"open" there: the next collective's c10d op) stay on their thread, under the op open before the span.
+Deviation: `inter_thread_dep` is set on the op that starts a group, not repeated on every op of the
+group (the converter chains the rest behind it anyway).
 """
 
 from __future__ import annotations

@@ -7,14 +7,16 @@ few thousand ops runs 2-3x slower profiled than not. The replay (trace/from_capt
 back out of every op, so the simulated step is the job's own, unprofiled step.
 
 How the cost is measured (`calibrate`, in each worker just before its capture starts, so under the
-same load as the job): loops of three small ops with 3, 6 and 18 tensor arguments (aten::add, cat of 4,
-cat of 16) run once plain and once under a profiler configured as the capture's. For each op:
-  total   = (profiled loop - plain loop) / n                 what one recorded op costs in all;
-  inside  = median Kineto duration - (plain loop - empty loop) / n
-            the part inside the op's own Kineto interval (callbacks after its start stamp);
-  outside = total - inside                                   the part in the gaps around it.
-Each is fitted as a + b * tensors by least squares over the three ops (numpy.polyfit): the observer
-writes every tensor argument, so the cost grows with them. `ProfilerCost` (torch-free) applies it.
+same load as the job): four workloads run once plain and once under a profiler configured as the
+capture's: loops of three small ops with 3, 5 and 17 tensors (aten::add, cat of 4, cat of 16) and a
+small MLP training loop (a realistic op mix, with a working set beyond the per-core caches).
+  total   = a + b * tensors per recorded op: least squares of  a * events + b * tensors
+            = profiled - plain  over the four workloads (events and tensors counted in its own trace);
+  inside  = a + b * tensors fitted (numpy.polyfit) over the one-op loops' median Kineto duration less
+            the op's own time ((plain loop - empty loop) / n): callbacks after the op's start stamp;
+  outside = total - inside: the part in the gaps around the op.
+The observer writes every tensor argument, so the cost grows with them. `ProfilerCost` (torch-free)
+applies it.
 """
 
 from __future__ import annotations
