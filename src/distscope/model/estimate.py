@@ -262,7 +262,7 @@ def zero3_reduce_last_share(plan: Plan, sw: SoftwareProfile, layers: float) -> f
 
 def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, first: bool, last: bool, plan: Plan,
                             m: int, dev: Device, sw: SoftwareProfile) -> float:
-    """FP8 weight casts of one GPU of a stage per step (model/fp8.py weight_cast_bytes over its linear
+    """FP8/FP4 weight casts of one GPU of a stage per step (model/fp8.py weight_cast_bytes over its linear
     layers' weights): once per step when the stack caches FP8 weights (TE is_first_microbatch) or
     gathers them in FP8 (each rank casts its own shard), else once per micro-batch (torchao, or FSDP
     re-gathering BF16 weights every micro-batch). 0 outside FP8."""
@@ -274,7 +274,8 @@ def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, fi
     lin_p = local_p - (P.embedding_params(spec) / plan.tp if first else 0.0) - (P.head_params(spec) / plan.tp if last else 0.0)
     if per_mb_z3 and sw.fp8_param_gather:
         lin_p /= plan.dp * plan.cp  # each rank casts its own shard once, then gathers FP8
-    cast = eff.elementwise_s(dev, fp8.weight_cast_bytes(lin_p, e, prec.gemm_dtype.bytes), sl.total)
+    scaling = fp8.resolve(prec, sw.fp8_current_scaling)
+    cast = eff.elementwise_s(dev, fp8.weight_cast_bytes(lin_p, e, prec.gemm_dtype.bytes, scaling, dev.fp8_non_tn), sl.total)
     return cast * (1 if (sw.fp8_weight_cache and not per_mb_z3) or sw.fp8_param_gather else m)
 
 
@@ -291,7 +292,7 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     FP8 recipe and kernel stack (efficiency.PYTORCH_STACK)."""
     prec = plan.precision
     fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
-    fp8_kw = {"fp8_attention": sw.fp8_attention, "fp8_current_scaling": sw.fp8_current_scaling} if fp8_run else {}
+    fp8_kw = {"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)} if fp8_run else {}
     fcap = routed_fraction(plan)
     etp, tp, cp = plan.expert_tp, plan.tp, plan.cp
     costs: dict[bool, LayerCost] = {

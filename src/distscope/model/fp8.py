@@ -24,6 +24,14 @@ outputs once:
 - current (per-tensor, just-in-time) scaling first reads each tensor for its amax: + e per cast
   element; delayed scaling instead keeps an amax history, updated for all tensors by one fused kernel
   per forward and per backward (`amax_and_scale_update`), plus one small all-reduce of the amaxes.
+Block-scaled recipes (DeepSeek-V3 blockwise FP8, MXFP8, NVFP4: dtypes.Scaling) keep one scale per
+`block` elements along the reduction dimension, so the copy a GEMM reads along the other dimension
+(wgrad) cannot be a transpose of the first: both copies are quantized from the BF16 source, in one
+pass that reads e and writes 2(f + s/B) (s = scale bytes, B = block; TE `MXFP8Quantizer` /
+`Float8BlockQuantizer` with rowwise and columnwise usage). A fused producer writes the two copies
+instead of e: + 2(f + s/B) - e. Weights use 2-D blocks where the recipe says so (128×128 blockwise,
+16×16 NVFP4): s/B². NVFP4's per-tensor fp32 scale needs the source's amax before the cast, and its
+random Hadamard transform of the wgrad operands a second amax: `Scaling.amax_reads` reads of e each.
 Each function below is pure and returns bytes; the estimator prices them as element-wise passes.
 """
 
@@ -31,31 +39,57 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from distscope.dtypes import Precision, Scaling
+
 # (M, N, K, fused) of one linear's forward GEMM (M×K)·(K×N): `fused` = its input comes from a norm or
 # activation kernel TE fuses the FP8 cast into.
 Linear = tuple[float, float, float, bool]
 
+# weights scaled in 2-D blocks (elements per scale): DeepSeek-V3's 128×128, NVFP4's 16×16
+_WEIGHT_BLOCK = {Scaling.BLOCKWISE: 128 * 128, Scaling.NVFP4: 16 * 16}
 
-def input_cast_bytes(linears: Iterable[Linear], e: float, f: float, current_scaling: bool) -> float:
-    """Forward: FP8 cast (+ transpose for wgrad) of every linear's input, per micro-batch."""
+
+def resolve(precision: Precision, stack_current_scaling: bool) -> Scaling:
+    """The recipe a run uses: plain `fp8` takes the stack's per-tensor recipe (delayed unless the
+    software profile says current scaling)."""
+    if precision.scaling is Scaling.STACK:
+        return Scaling.CURRENT if stack_current_scaling else Scaling.DELAYED
+    return precision.scaling
+
+
+def _copies(f: float, scaling: Scaling, block: int, n: int = 2) -> float:
+    """Bytes per element of `n` quantized copies (row-wise, and column-wise for the other GEMM) of one tensor."""
+    return n * (f + (scaling.scale_bytes / block if block else 0.0))
+
+
+def input_cast_bytes(linears: Iterable[Linear], e: float, f: float, scaling: Scaling,
+                     non_tn: bool = False) -> float:
+    """Forward: quantization of every linear's input (+ its second copy for wgrad), per micro-batch.
+    `non_tn`: the device's FP8 GEMMs take any layout (TE `is_non_tn_fp8_gemm_supported`: sm_100 and
+    up), so a per-tensor recipe keeps one copy and no transpose: e + f, or f - e fused."""
+    amax = scaling.amax_reads * e
     total = 0.0
     for M, _, K, fused in linears:
-        total += M * K * ((3 * f - e) if fused else (e + 2 * f))
-        if current_scaling:
-            total += M * K * e  # amax pass
+        if scaling.block_scaled:
+            per = _copies(f, scaling, scaling.block) - e if fused else e + _copies(f, scaling, scaling.block)
+        elif non_tn:
+            per = (f - e) if fused else (e + f)
+        else:
+            per = (3 * f - e) if fused else (e + 2 * f)
+        total += M * K * (per + amax)
     return total
 
 
-def grad_cast_bytes(linears: Iterable[Linear], e: float, f: float, current_scaling: bool) -> float:
-    """Backward: cast-transpose of every linear's output gradient dY (M×N), per micro-batch."""
-    return sum(M * N * (e + 2 * f + (e if current_scaling else 0.0)) for M, N, _, _ in linears)
+def grad_cast_bytes(linears: Iterable[Linear], e: float, f: float, scaling: Scaling, non_tn: bool = False) -> float:
+    """Backward: quantization of every linear's output gradient dY (M×N) in both orientations (one
+    copy for a per-tensor recipe on a `non_tn` device)."""
+    n = 1 if non_tn and not scaling.block_scaled else 2
+    per = e + _copies(f, scaling, scaling.block, n) + scaling.amax_reads * e
+    return sum(M * N * per for M, N, _, _ in linears)
 
 
-def weight_cast_bytes(params: float, e: float, f: float) -> float:
-    """Cast + transpose of `params` weights to FP8 (per step when cached, else per micro-batch)."""
-    return params * (e + 2 * f)
-
-
-# Kernels per micro-batch for delayed-scaling bookkeeping (one fused amax/scale update in forward and
-# one in backward), counted per stage rather than per layer.
-SCALE_UPDATE_KERNELS = 2
+def weight_cast_bytes(params: float, e: float, f: float, scaling: Scaling, non_tn: bool = False) -> float:
+    """Quantization of `params` weights in both orientations (per step when cached, else per micro-batch)."""
+    block = _WEIGHT_BLOCK.get(scaling, scaling.block)
+    n = 1 if non_tn and not scaling.block_scaled else 2
+    return params * (e + _copies(f, scaling, block, n) + scaling.amax_reads * e)

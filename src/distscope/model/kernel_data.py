@@ -31,10 +31,14 @@ from distscope.system.device import get_device
 DEFAULT_CEILING = 0.70  # a family/dtype without published GEMM data: a typical vendor-library figure
 REFERENCE_FAMILY = "h100"  # the family whose attention curves are measured in full
 FAMILY_ALIAS = {"h800": "h100", "h200": "h100"}  # same SMs and clocks (H200/H800 differ in memory/links only)
+# no published measurement: the nearest measured part, named in a warning (missing_tables)
+FALLBACK_FAMILY = {"gb300": "b300", "mi355x": "mi300x", "mi325x": "mi300x"}
+FAMILIES = ("a100", "h100", "h200", "h800", "b200", "b300", "gb200", "gb300", "v100", "mi250x", "mi300x", "mi325x",
+            "mi355x")
 
 
 def family(device_name: str) -> str:
-    for fam in ("a100", "h100", "h200", "h800", "b200", "v100", "mi250x", "mi300x", "mi325x"):
+    for fam in FAMILIES:
         if device_name.startswith(fam):
             return fam
     return device_name
@@ -59,12 +63,39 @@ def _gemm_ceilings() -> dict[tuple[str, DType], float]:
 def gemm_ceiling(device_name: str, dtype: DType) -> float:
     """Largest measured matmul throughput / dense peak for the device family and dtype."""
     table = _gemm_ceilings()
-    fam = family(device_name)
-    dt = DType.BF16 if dtype is DType.FP16 else dtype
-    for key in ((fam, dt), (FAMILY_ALIAS.get(fam, fam), dt), (fam, DType.BF16), (FAMILY_ALIAS.get(fam, fam), DType.BF16)):
+    for key in _gemm_keys(device_name, dtype):
         if key in table:
             return table[key]
     return DEFAULT_CEILING
+
+
+def _gemm_keys(device_name: str, dtype: DType) -> list[tuple[str, DType]]:
+    """Where a ceiling is looked up, best first: the family's own dtype, its same-silicon alias, the
+    family's bf16 ceiling (a dtype without rows), then the fallback part's."""
+    fam = family(device_name)
+    dt: DType = DType.BF16 if dtype is DType.FP16 else dtype
+    own = (fam, FAMILY_ALIAS.get(fam, fam))
+    keys = [(f, dt) for f in own] + [(f, DType.BF16) for f in own]
+    if fam in FALLBACK_FAMILY:
+        keys += [(FALLBACK_FAMILY[fam], dt), (FALLBACK_FAMILY[fam], DType.BF16)]
+    return keys
+
+
+def missing_tables(device_name: str, dtypes: list[DType]) -> list[str]:
+    """One sentence per GEMM dtype that has no published ceiling of the device's own family: which
+    table stands in for it (data/kernels/gemm.csv). Empty when every dtype is measured."""
+    table = _gemm_ceilings()
+    out = []
+    for dt in dict.fromkeys(DType.BF16 if d is DType.FP16 else d for d in dtypes):
+        keys = _gemm_keys(device_name, dt)
+        if any(k in table for k in keys[:2]):
+            continue
+        used = next((k for k in keys if k in table), None)
+        instead = (f"the {used[0]} {used[1].value} ceiling ({table[used]:.1%} of peak)" if used
+                   else f"the default ceiling {DEFAULT_CEILING:.0%}")
+        out.append(f"no published {dt.value} GEMM measurement for {device_name} in data/kernels/gemm.csv; "
+                   f"using {instead}")
+    return out
 
 
 Curve = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]  # head_dim -> (seqs, efficiencies)

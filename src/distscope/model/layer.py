@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from distscope.dtypes import Precision
+from distscope.dtypes import Precision, Scaling
 from distscope.model import efficiency as eff
 from distscope.model import fp8, op_sac
 from distscope.plan import AttentionImpl, Recompute
@@ -61,11 +61,12 @@ class LayerCost:
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
                attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
                etp: int = 0, routed_frac: float = 1.0, fp8_attention: bool = False,
-               fp8_current_scaling: bool = False) -> LayerCost:
+               scaling: Scaling = Scaling.NONE) -> LayerCost:
     """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the share of routed tokens
-    an expert processes (min(1, capacity factor); 1 = dropless). Under FP8 precision the linear layers
-    run FP8 GEMMs with Transformer Engine's casts (model/fp8.py); attention stays in the activation
-    dtype unless `fp8_attention`; `fp8_current_scaling` adds the amax pass of just-in-time scaling."""
+    an expert processes (min(1, capacity factor); 1 = dropless). Under a low-precision recipe the linear
+    layers run FP8/FP4 GEMMs with Transformer Engine's quantization passes for `scaling` (model/fp8.py,
+    resolved from the precision and the stack); attention stays in the activation dtype unless
+    `fp8_attention`."""
     gemm_dtype = precision.gemm_dtype
     act_dtype = precision.activation_dtype
     e = act_dtype.bytes
@@ -113,10 +114,12 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     gemm_fwd_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K, _ in gemms)
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
-    if gemm_dtype.bytes < e:  # FP8 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
+    if gemm_dtype.bytes < e:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
         f = gemm_dtype.bytes
-        cast_fwd_s = eff.elementwise_s(device, fp8.input_cast_bytes(gemms, e, f, fp8_current_scaling), len(gemms))
-        cast_bwd_s = eff.elementwise_s(device, fp8.grad_cast_bytes(gemms, e, f, fp8_current_scaling), len(gemms))
+        sc = fp8.resolve(precision, False) if scaling is Scaling.NONE else scaling
+        nt = device.fp8_non_tn
+        cast_fwd_s = eff.elementwise_s(device, fp8.input_cast_bytes(gemms, e, f, sc, nt), len(gemms))
+        cast_bwd_s = eff.elementwise_s(device, fp8.grad_cast_bytes(gemms, e, f, sc, nt), len(gemms))
     gemm_flops = sum(2.0 * M * N * K for M, N, K, _ in gemms) + sum(2.0 * M * N * K for M, N, K in router)
 
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)

@@ -16,6 +16,7 @@ from distscope.scenario.build import (
     parse_overlap,
     plan_on,
     software_of,
+    warn_kernel_fallbacks,
 )
 from distscope.scenario.flags import PLANNER_SYSTEM, PLANNER_WORKLOAD, PlanFlags, SystemFlags, WorkloadFlags
 from distscope.scenario.options import help_of, with_flags
@@ -23,5 +24,6 @@ from distscope.scenario.options import help_of, with_flags
 __all__ = [
     "DEFAULT_SEQ", "PLANNER_SYSTEM", "PLANNER_WORKLOAD", "PlanFlags", "Scenario", "SystemFlags", "WorkloadFlags",
     "build_cluster", "build_plan", "build_scenario", "build_workload", "check_seq", "default_seq", "help_of",
-    "parse_int_list", "parse_links", "parse_overlap", "plan_on", "software_of", "with_flags",
+    "parse_int_list", "parse_links", "parse_overlap", "plan_on", "software_of", "warn_kernel_fallbacks",
+    "with_flags",
 ]

@@ -28,6 +28,7 @@ from distscope.plan import (
 from distscope.scenario.flags import PlanFlags, SystemFlags, WorkloadFlags
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
 from distscope.software.presets import SoftwareProfile, get_software
+from distscope.system.device import Device
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.workload.catalog import get_model
@@ -129,6 +130,14 @@ DEFAULT_SEQ = 4096
 def default_seq(spec: ModelSpec) -> int:
     """The sequence length every command uses when --seq is not given: 4096, or the model's context if shorter."""
     return min(spec.max_positions or DEFAULT_SEQ, DEFAULT_SEQ)
+
+
+def warn_kernel_fallbacks(device: Device, precision: Precision) -> None:
+    """A device or dtype priced without a GEMM measurement of its own says so, once per process."""
+    from distscope.model.kernel_data import missing_tables
+
+    for w in missing_tables(device.name, [precision.activation_dtype, precision.gemm_dtype]):
+        warn(w)
 
 
 def check_tp_domain(plan: Plan, cluster: Cluster) -> None:
@@ -233,6 +242,7 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, num_gpus
 
 def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Plan:
     """The Plan the flags describe on this cluster: build_plan, with `--micro-batch auto` resolved."""
+    cluster.device.check_precision(Precision.parse(flags.precision, "--precision"))
     if flags.micro_batch is not None:
         return build_plan(flags, spec, shape, cluster.num_gpus)
     return fastest_micro_batch(flags, spec, shape, cluster)
@@ -253,4 +263,5 @@ def build_scenario(workload: WorkloadFlags, system: SystemFlags, plan: PlanFlags
     c = build_cluster(system)
     p = plan_on(plan, spec, shape, c)
     check_tp_domain(p, c)
+    warn_kernel_fallbacks(c.device, p.precision)
     return Scenario(spec=spec, shape=shape, cluster=c, plan=p, software=software_of(plan))

@@ -76,7 +76,9 @@ class PlanFlags:
     recompute_layers: int = flag(0, "--recompute-layers", help="With --recompute full: layers per chunk recomputed (0 = all).")
     schedule: str | None = flag(None, "--schedule", help="gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-v (vp=2), dualpipe "
                                 "or 2bw (default: interleaved-1f1b when vp > 1, else 1f1b).")
-    precision: str = flag("bf16", "--precision", help="fp16, bf16 or fp8 (FP8 GEMMs, bf16 elsewhere).")
+    precision: str = flag("bf16", "--precision", help="fp16, bf16, or a low-precision GEMM recipe with bf16 "
+                          "elsewhere: fp8 (the stack's per-tensor recipe), fp8-delayed, fp8-cs, fp8-blockwise "
+                          "(DeepSeek-V3 1x128/128x128), mxfp8 or nvfp4 (Blackwell).")
     overlap: str | None = flag(None, "--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, "
                                f"or none ({stack_default(','.join(sorted(d.value for d in DEFAULT.overlap)))}).")
     attention: str | None = flag(None, "--attention", help="Attention kernel: flash (FlashAttention-2), cudnn (TE/cuDNN "

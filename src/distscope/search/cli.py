@@ -110,6 +110,7 @@ def plan_cmd(
                            ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
                            schedules=_schedules(schedules)),
     )
+    S.warn_kernel_fallbacks(c.device, space.precision)
     fw = space.framework
     from distscope.report.progress import progress
 

@@ -41,8 +41,17 @@ _MOE_DISPATCHER_ARGS: dict[MoeDispatcher, list[str]] = {
     MoeDispatcher.DEEPEP: ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"],
 }
 
-# validate_args: "Currently GroupedGEMM for MoE only supports bf16 dtype" (asserts --bf16; FP8 runs with --bf16)
-_GROUPED_GEMM_PRECISIONS = frozenset({Precision.BF16, Precision.FP8})
+# validate_args: "Currently GroupedGEMM for MoE only supports bf16 dtype" (asserts --bf16; FP8/FP4 run with --bf16)
+_GROUPED_GEMM_PRECISIONS = frozenset(p for p in Precision if p is not Precision.FP16)
+# megatron/core/enums.py Fp8Recipe / Fp4Recipe; transformer_config.py fp8 ('e4m3', 'hybrid'), fp4 ('e2m1')
+_RECIPE_ARGS: dict[Precision, list[str]] = {
+    Precision.FP8: ["--fp8-format", "hybrid"],  # the stack's default recipe
+    Precision.FP8_DELAYED: ["--fp8-format", "hybrid", "--fp8-recipe", "delayed"],
+    Precision.FP8_CURRENT: ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"],
+    Precision.FP8_BLOCKWISE: ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"],
+    Precision.MXFP8: ["--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"],
+    Precision.NVFP4: ["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"],
+}
 
 
 def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str]:
@@ -93,8 +102,8 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
             a.append("--overlap-param-gather")
     if Dim.TP in plan.overlap and plan.tp > 1 and plan.sp and plan.zero_stage < 2:
         a.append("--tp-comm-overlap")  # Transformer Engine userbuffers; needs sequence parallel
-    if plan.precision is Precision.FP8:
-        a += ["--bf16", "--fp8-format", "hybrid"]
+    if plan.precision in _RECIPE_ARGS:
+        a += ["--bf16", *_RECIPE_ARGS[plan.precision]]
     else:
         a.append(f"--{plan.precision.value}")
     return a

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from distscope.dtypes import Precision
 from distscope.plan import Framework, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
@@ -76,9 +75,9 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
             out.append(f"torchtitan has no model definition for {spec.name}")
         if plan.zero_stage in (1, 2) or (plan.zero_stage == 0 and plan.distributed_optimizer):
             out.append("torchtitan has no ZeRO-1/2 or distributed optimizer (FSDP2 shards parameters too)")
-        if plan.precision is Precision.FP8:
-            out.append("FP8 in torchtitan is a model converter (torchtitan/components/quantization/float8.md) "
-                       "that distscope does not emit")
+        if plan.precision.low_precision:
+            out.append(f"{plan.precision.value} in torchtitan is a model converter "
+                       "(torchtitan/components/quantization/) that distscope does not emit")
         if plan.recompute is Recompute.FULL and plan.recompute_layers:
             out.append(f"torchtitan cannot recompute only {plan.recompute_layers} layers per chunk (full AC "
                        "recomputes every block)")

@@ -35,6 +35,7 @@ def planner_space(*, spec: ModelSpec, device: Device, precision: Precision, soft
                   overlap: frozenset[Dim] | None = None, moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL,
                   limits: SearchSpace | None = None) -> SearchSpace:
     """The space (module doc). `limits`: a space carrying the degree restrictions and maxima to keep."""
+    device.check_precision(precision)
     sw = software or DEFAULT
     space = dataclasses.replace(
         limits or SearchSpace(), precision=precision, attention=attention or sw.attention,

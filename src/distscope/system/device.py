@@ -8,7 +8,7 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from distscope.dtypes import DType
+from distscope.dtypes import DType, Precision, Scaling
 from distscope.errors import DistscopeError, closest
 from distscope.hashing import cached_hash
 
@@ -28,6 +28,12 @@ class Device:
     usable_bytes: float = 0.0  # the total the driver reports (nvidia-smi/rocm-smi); 0 = hbm_bytes
     source: str = ""
     usable_source: str = ""
+    # block-scaled formats its tensor cores run natively (OCP MX 1x32 E8M0, NVIDIA NVFP4 1x16 E4M3):
+    # Blackwell and CDNA4 only; per-tensor and DeepSeek-style blockwise FP8 need only an FP8 peak
+    block_scaled: frozenset[Scaling] = frozenset()
+    # FP8 GEMMs in any operand layout (Transformer Engine is_non_tn_fp8_gemm_supported: sm_100 and up),
+    # so per-tensor FP8 needs no transposed copies; Hopper and Ada take only "TN"
+    fp8_non_tn: bool = False
     # Measured kernel tables (`distscope measure kernels`, applied with --profile): where they cover a
     # kernel, they replace the efficiency model (model/efficiency.py). Hashed by identity.
     kernels: KernelProfile | None = None
@@ -43,6 +49,19 @@ class Device:
             raise DistscopeError(f"device {self.name} has no {dtype.value} peak; supported: {', '.join(supported)}")
         return peak
 
+    def supports(self, precision: Precision) -> bool:
+        """Whether the device trains in `precision`: a peak in its GEMM dtype and, for the block-scaled
+        recipes, native support of the format."""
+        if dict(self.peak_flops).get(precision.gemm_dtype, 0.0) <= 0:
+            return False
+        return precision.scaling not in (Scaling.MX, Scaling.NVFP4) or precision.scaling in self.block_scaled
+
+    def check_precision(self, precision: Precision, field: str = "--precision") -> Precision:
+        if not self.supports(precision):
+            valid = ", ".join(p.value for p in Precision if self.supports(p))
+            raise DistscopeError(f"{field}={precision.value} is not supported by {self.name}; it trains in {valid}")
+        return precision
+
 
 def device_from_dict(name: str, d: dict[str, Any]) -> Device:
     return Device(
@@ -53,6 +72,8 @@ def device_from_dict(name: str, d: dict[str, Any]) -> Device:
         usable_bytes=float(d.get("usable_MiB", 0)) * 2**20,
         source=d.get("source", ""),
         usable_source=d.get("usable_source", ""),
+        block_scaled=frozenset(Scaling(x) for x in d.get("block_scaled", ())),
+        fp8_non_tn=bool(d.get("fp8_non_tn", False)),
     )
 
 

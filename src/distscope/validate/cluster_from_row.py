@@ -11,7 +11,8 @@ from distscope.system.topology import Cluster
 
 TEMPLATE_BY_FAMILY = {
     "a100": "dgx-a100", "v100": "dgx-a100", "h100": "dgx-h100", "h800": "dgx-h100", "h200": "dgx-h200",
-    "b200": "dgx-b200", "mi250x": "frontier", "mi300x": "dgx-h100",
+    "b200": "dgx-b200", "b300": "dgx-b300", "gb200": "gb200-nvl72", "gb300": "gb300-nvl72", "mi250x": "frontier",
+    "mi300x": "dgx-h100", "mi325x": "mi325x-oam", "mi355x": "mi355x-oam",
 }
 
 

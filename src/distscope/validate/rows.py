@@ -227,9 +227,9 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         except ValueError:
             raise c.fail("recompute", f"must be {', '.join(r.value for r in Recompute)} or auto") from None
     try:
-        precision = Precision(c.raw("precision").lower())
-    except ValueError:
-        raise c.fail("precision", "must be fp16, bf16 or fp8") from None
+        precision = Precision.parse(c.raw("precision"))
+    except DistscopeError:
+        raise c.fail("precision", f"must be one of {', '.join(p.value for p in Precision)}") from None
     sw_cell = (row.get("software") or "").strip()
     if sw_cell:
         try:
