@@ -319,7 +319,7 @@ for rid, tflops, prec, overlap, cf, extra in (
      "dropless with --moe-router-force-load-balancing; dropless without forced balancing ~445 TFLOP/s"),
     ("E8-Mixtral8x22B-capacity1-bf16", 470, "bf16", "dp,tp,pp", "1.0",
      "token drop, --moe-expert-capacity-factor 1.0 --moe-pad-expert-input-to-capacity"),
-    ("E8-Mixtral8x22B-balanced-fp8blockwise", 560, "fp8", "dp,pp", "",
+    ("E8-Mixtral8x22B-balanced-fp8blockwise", 560, "fp8-blockwise", "dp,pp", "",
      "NOT A CLEAN PAIR with the bf16 row: PR=fp8 adds --fp8-recipe blockwise, --fp8-param-gather, bf16 Adam moments "
      "and drops --tp-comm-overlap (sbatch_benchmarking.sh)"),
 ):
@@ -358,6 +358,97 @@ for rid, layout, t, extra in (
     row["step_time_basis"] = "iteration time as printed ('Step time (sec)' column)"
     row["reported"] = f"{t} s/step"
     row["notes"] = f"{QWEN_NOTE}; {extra}"
+    add(**row)
+
+
+# ---- E9: NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md @ 5776a6d9, "25.11 NeMo Container" -------
+# Its Blackwell (DGX-GB300, DGX-GB200, DGX-B200) rows and its H100 MoE rows; its three H100 Llama rows are
+# the public set's S19 and are not repeated. The 25.09 section of the same page and the later archive tables
+# (26.04, 26.06) are kept apart for independent checks.
+E9 = "E9 Megatron-Bridge perf summary 25.11 (Blackwell + MoE)"
+E9_SW = dict(framework="Megatron-Bridge / NeMo 25.11", software="megatron-bridge-2025")
+# GPT-OSS 120B (openai/gpt-oss-120b config.json): 36 layers, 2880 wide, 64 heads of 64, 8 KV heads, 128 experts
+# top-4 of width 2880, vocab 201088; every second layer attends over a 128-token sliding window, which the
+# columns cannot say: priced as full causal attention (an over-estimate of those layers' attention)
+GPT_OSS_120B = dict(model="GPT-OSS 120B", arch="llama", params_B=117, layers=36, hidden=2880, heads=64, head_dim=64,
+                    kv_heads=8, ffn_hidden=2880, ffn_act="swiglu", vocab=201088, experts=128, top_k=4,
+                    moe_ffn_hidden=2880, shared_experts=0, moe_dense_layers=0, etp=1)
+# Qwen/Qwen3-30B-A3B config.json: 48 layers, 2048 wide, 32 heads of 128, 4 KV heads, 128 experts top-8 of 768
+QWEN3_30B = dict(model="Qwen3-30B-A3B", arch="llama", params_B=30.5, layers=48, hidden=2048, heads=32, head_dim=128,
+                 kv_heads=4, ffn_hidden=6144, ffn_act="swiglu", vocab=151936, experts=128, top_k=8, moe_ffn_hidden=768,
+                 shared_experts=0, moe_dense_layers=0, etp=1)
+# the catalog's DeepSeek-V3 (MLA, 256 routed experts top-8 + 1 shared, 3 dense layers; no MTP module)
+DSV3 = dict(model="deepseek-v3", arch="catalog", params_B=671, layers=61, hidden=7168, heads=128, kv_heads=128,
+            ffn_hidden=18432, ffn_act="swiglu", vocab=129280, experts=256, top_k=8, moe_ffn_hidden=2048,
+            shared_experts=1, moe_dense_layers=3, etp=1)
+QWEN3_235B_E9 = dict(QWEN3_235B, **QWEN3_MOE)
+E9_MODELS = {"LLAMA3_8B": LLAMA3_8B, "LLAMA3_70B": LLAMA3_70B, "LLAMA3.1_405B": LLAMA3_405B, "DeepSeekV3": DSV3,
+             "GPT OSS 120B": GPT_OSS_120B, "Qwen3_30B_a3B": QWEN3_30B, "Qwen3_235B_a22B": QWEN3_235B_E9}
+# NVL72 racks: one NVLink 5 domain (900 GB/s per GPU per direction) per rack; how a job's ranks sit on racks is
+# not stated, so a job of >= 64 GPUs is taken as whole racks of 64 GPUs (16 of the 18 compute trays, as NVIDIA's
+# DGX GB200 SuperPOD scheduling blocks), a smaller one as one domain. Scale-out per GPU: ConnectX-7 400 Gb/s on
+# GB200 (50 GB/s), ConnectX-8 800 Gb/s on GB300 (100 GB/s)
+SYSTEMS = {"GB300": dict(gpu="gb300", intra_node_GBps=900, inter_node_GBps_per_gpu=100),
+           "GB200": dict(gpu="gb200", intra_node_GBps=900, inter_node_GBps_per_gpu=50),
+           "B200": dict(B200_NODE), "H100": dict(DGX_H100)}
+# (system, model, GPUs, precision, GBS, MBS, seq, FSDP, TP, PP, CP, VP, EP, GA, tokens/s/GPU, note): the table's
+# cells; where a cell reads "FP8-CS (FP8-MX)" and "A (B)", the bracketed figure is the MXFP8 run of the same row
+E9_TABLE = [
+    ("GB300", "LLAMA3_8B", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 37556, ""),
+    ("GB300", "LLAMA3_8B", 8, "mxfp8", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 36108, ""),
+    ("GB300", "LLAMA3_70B", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 1, 2, 4520, ""),
+    ("GB300", "LLAMA3.1_405B", 256, "fp8-cs", 1536, 1, 8192, 0, 2, 8, 2, 4, 1, 192, 999, ""),
+    ("GB300", "DeepSeekV3", 256, "bf16", 4096, 1, 4096, 0, 1, 2, 1, 4, 32, 32, 3848, "w/o MTP"),
+    ("GB300", "DeepSeekV3", 256, "mxfp8", 4096, 1, 4096, 0, 1, 2, 1, 4, 32, 32, 4357, "w/o MTP"),
+    ("GB300", "GPT OSS 120B", 64, "bf16", 1280, 2, 8192, 0, 1, 1, 1, 1, 64, 10, 18347, ""),
+    ("GB300", "Qwen3_30B_a3B", 8, "mxfp8", 512, 4, 4096, 0, 1, 1, 1, 1, 8, 16, 28934, ""),
+    ("GB300", "Qwen3_235B_a22B", 256, "bf16", 8192, 2, 4096, 0, 1, 4, 1, 12, 16, 32, 6131, ""),
+    ("GB200", "LLAMA3_8B", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 31508, ""),
+    ("GB200", "LLAMA3_8B", 8, "mxfp8", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 29789, ""),
+    ("GB200", "LLAMA3_70B", 64, "fp8-cs", 256, 2, 8192, 1, 1, 1, 1, 1, 1, 2, 4312, ""),
+    ("GB200", "LLAMA3.1_405B", 256, "fp8-cs", 1536, 1, 8192, 0, 4, 16, 1, 4, 1, 384, 813, ""),
+    ("GB200", "DeepSeekV3", 256, "bf16", 4096, 1, 4096, 0, 1, 4, 1, 4, 64, 64, 3139, "w/o MTP"),
+    ("GB200", "DeepSeekV3", 256, "mxfp8", 4096, 1, 4096, 0, 1, 8, 1, 4, 32, 128, 4018, "w/o MTP"),
+    ("GB200", "GPT OSS 120B", 64, "bf16", 1280, 1, 8192, 0, 1, 1, 1, 1, 64, 20, 15876, ""),
+    ("GB200", "Qwen3_30B_a3B", 8, "mxfp8", 512, 4, 4096, 0, 1, 1, 1, 1, 8, 16, 23766, ""),
+    ("GB200", "Qwen3_235B_a22B", 256, "bf16", 8192, 1, 4096, 0, 1, 8, 1, 3, 32, 256, 4916, ""),
+    ("B200", "LLAMA3_8B", 8, "fp8-cs", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 30624, ""),
+    ("B200", "LLAMA3_8B", 8, "mxfp8", 128, 2, 8192, 0, 1, 1, 1, 1, 1, 8, 29521, ""),
+    ("B200", "LLAMA3.1_405B", 128, "fp8-cs", 64, 1, 8192, 0, 4, 8, 2, 8, 1, 32, 661, ""),
+    ("B200", "LLAMA3.1_405B", 128, "mxfp8", 64, 1, 8192, 0, 4, 8, 2, 8, 1, 32, 624, ""),
+    ("B200", "DeepSeekV3", 256, "mxfp8", 2048, 1, 4096, 0, 1, 16, 1, 1, 8, 128, 2139,
+     "w/ MTP: the MTP module is not modelled (catalog DeepSeek-V3 excludes it), so the prediction lacks its work"),
+    ("B200", "GPT OSS 120B", 64, "bf16", 512, 4, 4096, 0, 1, 1, 1, 1, 8, 2, 8213, ""),
+    ("B200", "Qwen3_30B_a3B", 8, "mxfp8", 512, 1, 4096, 0, 1, 1, 1, 1, 8, 64, 9299, ""),
+    ("B200", "Qwen3_235B_a22B", 64, "mxfp8", 1024, 1, 4096, 0, 1, 8, 1, 2, 8, 128, 3269, ""),
+    ("H100", "GPT OSS 120B", 64, "bf16", 512, 4, 4096, 0, 1, 4, 1, 1, 8, 2, 5630, ""),
+    ("H100", "Qwen3_30B_a3B", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 8, 32, 5275, ""),
+    ("H100", "Qwen3_235B_a22B", 256, "fp8-cs", 2048, 1, 4096, 0, 2, 8, 1, 4, 32, 128, 1575, ""),
+]
+E9_NOTE = ("MoE runs force-balance tokens over experts and drop none (the table's footnote); recompute, dispatcher "
+           "and overlap are not in the table: left to the software preset")
+for (system, name, n, prec, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, ga, tps, note) in E9_TABLE:
+    dp = n // (tp * pp * cp)
+    if gbs != mbs * dp * ga:  # two rows' GA cells disagree with GBS / (MBS x DP): GBS is taken (it sets tokens)
+        note = "; ".join(x for x in (note, f"the table's GA {ga} disagrees with GBS {gbs} / (MBS {mbs} x DP {dp}) = "
+                                           f"{gbs // (mbs * dp)}; GBS taken") if x)
+    sysd = dict(SYSTEMS[system])
+    sysd.setdefault("gpus_per_node", 8 if system in ("B200", "H100") else (64 if n >= 64 else n))
+    prec_tag = prec.replace("fp8-cs", "fp8cs")
+    # a model run on one system in two layouts names its layout (the precisions are then not a pair)
+    layouts = {(t[8:13]) for t in E9_TABLE if t[:2] == (system, name)}
+    lay_tag = f"-PP{pp}EP{ep}" if len(layouts) > 1 else ""
+    row = dict(run_id=f"E9-{system}-{name.replace(' ', '').replace('_', '-')}{lay_tag}-{prec_tag}", source=E9,
+               **E9_MODELS[name], seq_len=seq, global_batch=gbs, micro_batch=mbs, tp=tp, pp=pp, vp=vp, dp=dp, cp=cp,
+               ep=ep, sequence_parallel="auto" if tp > 1 else 0, zero_stage=3 if fsdp else 0,
+               distributed_optimizer=0 if fsdp else 1, overlap="auto", recompute="auto", precision=prec,
+               num_gpus=n, **sysd, **E9_SW)
+    row["measured_step_time_s"] = gbs * seq / (tps * n)
+    row["step_time_basis"] = f"global batch tokens / ({tps} tokens/s/GPU x {n} GPUs)"
+    row["reported"] = f"{tps} tokens/s/GPU"
+    extra = ("; NVLink domain: " + ("whole racks of 64 GPUs" if n >= 64 else f"one domain of {n}")
+             if system.startswith("GB") else "")
+    row["notes"] = "; ".join(x for x in (f"DGX-{system}", note, E9_NOTE) if x) + extra
     add(**row)
 
 

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from distscope.dtypes import Precision
 from tests.conftest import REPO, VALIDATION
 
 EVIDENCE = REPO / "data" / "evidence"
@@ -23,9 +24,14 @@ OPTIONAL = ("software", "schedule", "first_stage_layers", "last_stage_layers", "
 AUTO_OK = {"micro_batch", "sequence_parallel", "distributed_optimizer", "overlap", "recompute"}
 # The independent check (issue 9): DGX Cloud benchmarking recipes (NeMo 24.09/24.11), MLPerf Training v3.1
 # GPT-3, the Llama 3 paper's Table 4, MT-NLG and BLOOM. Matched against source, basis, reported and notes.
-FORBIDDEN = re.compile(r"dgx.?cloud|dgxc|nemo.?24\.(09|11)|mlperf|training_results_v3\.1|llama ?3 (paper|herd)"
-                       r"|table 4 of|mt-nlg|megatron-turing|bloom paper|bigscience", re.IGNORECASE)
+# Issue 19 keeps apart as well: the NeMo 24.07 summary, the Megatron-Bridge archive tables 25.09, 26.04 and
+# 26.06, the NeMo AutoModel summary, the Nemotron-4 reports, MegaScale, MLPerf v4.0-v6.0 LLM results, the
+# DeepSeek-V3 report's and OLMoE's throughput figures.
+FORBIDDEN = re.compile(r"dgx.?cloud|dgxc|nemo.?24\.(07|09|11)|mlperf|training_results_v3\.1|llama ?3 (paper|herd)"
+                       r"|table 4 of|mt-nlg|megatron-turing|bloom paper|bigscience|25\.09|26\.0[46]|automodel"
+                       r"|nemotron-4 tech|megascale|olmoe|deepseek-v3 (technical )?report", re.IGNORECASE)
 PAIR_FREE = {"run_id", "precision", "measured_step_time_s", "reported", "notes", "step_time_basis"}
+PRECISIONS = {p.value for p in Precision}
 DEVICES = set(json.loads((REPO / "src/distscope/system/data/devices.json").read_text())) - {"_units"}
 
 
@@ -61,7 +67,7 @@ def test_enough_rows_each_complete_and_sourced(table) -> None:
         assert float(r["measured_step_time_s"]) > 0
         assert int(r["tp"]) * int(r["pp"]) * int(r["dp"]) * int(r["cp"]) == int(r["num_gpus"]), r["run_id"]
         assert r["gpu"] in DEVICES, (r["run_id"], r["gpu"])
-        assert r["precision"] in ("bf16", "fp16", "fp8"), r["run_id"]
+        assert r["precision"] in PRECISIONS, r["run_id"]
 
 
 def test_no_row_comes_from_the_independent_check_or_repeats_the_public_set(table) -> None:
@@ -88,23 +94,34 @@ def test_moe_rows_carry_the_moe_columns(table) -> None:
     assert not [r["run_id"] for r in rows if int(r["ep"]) > 1 and not r["experts"]]
 
 
+# run_id suffix -> precision: rows of one stem are the same run in another precision
+SUFFIX = {"bf16": "bf16", "fp8": "fp8", "fp8cs": "fp8-cs", "mxfp8": "mxfp8", "nvfp4": "nvfp4"}
+
+
 def _pairs(rows):
+    """(stem, baseline, other) for every run measured in two precisions: against bf16 where there is one,
+    else against FP8 current scaling (Megatron-Bridge's FP8-CS / FP8-MX cells)."""
     stems: dict[str, dict[str, dict]] = {}
     for r in rows:
-        m = re.fullmatch(r"(.+)-(bf16|fp8)", r["run_id"])
+        m = re.fullmatch(rf"(.+)-({'|'.join(SUFFIX)})", r["run_id"])
         if m:
             stems.setdefault(m.group(1), {})[m.group(2)] = r
-    return {s: d for s, d in stems.items() if len(d) == 2}
+    out = []
+    for stem, d in stems.items():
+        base = d.get("bf16") or d.get("fp8cs")
+        out += [(stem, base, r) for r in d.values() if base is not None and r is not base]
+    return out
 
 
 def test_fp8_bf16_pairs_differ_only_in_precision(table) -> None:
     _, rows = table
     pairs = _pairs(rows)
     newer = {"h100-sxm5-80gb", "h200-sxm-141gb", "b200-sxm-180gb"}
-    assert len([p for p in pairs.values() if p["bf16"]["gpu"] in newer]) >= 5
-    for stem, p in pairs.items():
-        b, f = p["bf16"], p["fp8"]
-        assert b["precision"] == "bf16" and f["precision"] == "fp8", stem
+    assert len([b for _, b, f in pairs if b["gpu"] in newer and b["precision"] == "bf16"]) >= 5
+    assert len([f for _, _, f in pairs if f["precision"] == "mxfp8"]) >= 4  # MXFP8 against BF16 or FP8-CS
+    for stem, b, f in pairs:
+        assert b["precision"] == SUFFIX[b["run_id"].rsplit("-", 1)[1]], stem
+        assert f["precision"] == SUFFIX[f["run_id"].rsplit("-", 1)[1]], stem
         differ = sorted(c for c in b if c not in PAIR_FREE and b[c] != f[c])
         assert not differ, f"{stem}: columns other than precision differ: {differ}"
         speedup = float(b["measured_step_time_s"]) / float(f["measured_step_time_s"])

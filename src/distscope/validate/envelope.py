@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from distscope.dtypes import Precision
 from distscope.plan import Plan
 
 MARGIN = 0.02  # MFU points above the best measured before a prediction is flagged
@@ -48,8 +49,10 @@ def _key_of(run_id: str, path: str | Path, plan: Plan) -> str:
 
 
 def _family(precision: str) -> str:
-    """fp16 and bf16 run at one tensor-core rate on every device here: one envelope for both."""
-    return "16-bit" if precision in ("fp16", "bf16") else precision
+    """fp16 and bf16 run at one tensor-core rate on every device here: one envelope for both; the FP8
+    recipes share the FP8 rate (fp8), NVFP4 the FP4 rate (fp4)."""
+    p = Precision.parse(precision)
+    return p.gemm_dtype.value if p.low_precision else "16-bit"
 
 
 @functools.cache
