@@ -124,9 +124,10 @@ class Precision(Enum):
             ) from None
 
 
-# the names frameworks print for the same recipes (Megatron-Bridge's table: FP8-CS, FP8-MX; TE class names)
+# the names frameworks print for the same recipes (Megatron-Bridge's table: FP8-CS, FP8-MX); no bare "fp4": it
+# could mean NVIDIA NVFP4 or OCP MXFP4 (MI355X)
 _PRECISION_ALIASES = {"fp8-current": "fp8-cs", "fp8-mx": "mxfp8", "fp8-block": "fp8-blockwise",
-                      "fp8-delayed-scaling": "fp8-delayed", "fp4": "nvfp4"}
+                      "fp8-delayed-scaling": "fp8-delayed"}
 
 for _prec, (_gemm, _act, _scaling) in {
         Precision.FP16: (DType.FP16, DType.FP16, Scaling.NONE), Precision.BF16: (DType.BF16, DType.BF16, Scaling.NONE),
