@@ -1,4 +1,5 @@
-"""Build a ModelSpec from a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2, GPT-2, GPT-NeoX).
+"""Build a ModelSpec from a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2/Qwen3, GPT-2, GPT-NeoX;
+the MoE families of 2025-26 in hf_moe.py: Qwen3-MoE, DeepSeek-V3, Kimi K2, GPT-OSS, Llama 4).
 
 Only the architecture fields are read; no weights are loaded. Qwen2's q/k/v biases (3·(h + 2·g·d) per
 layer, < 0.01% of parameters) are not modelled.
@@ -17,9 +18,10 @@ from typing import Any
 
 from distscope.errors import DistscopeError
 from distscope.userfile import read_text
+from distscope.workload.hf_moe import FAMILIES, load_moe
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
-_SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox")
+_SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gpt2", "gpt_neox", *FAMILIES, "llama4")
 # Sizes above 2**53 are not exact as floats, which is what the estimator computes in.
 _MAX_INT = 2**53
 
@@ -90,6 +92,11 @@ def load_hf_config(path: str) -> ModelSpec:
     if not isinstance(kind, str):
         raise DistscopeError(f"{path}: model_type={_show(kind)} must be a string; supported: {', '.join(_SUPPORTED)}")
     name = p.parent.name or p.stem
+    if kind == "llama4":  # the multimodal wrapper: the language model is its text_config
+        text = cfg.get("text_config")
+        if not isinstance(text, dict):
+            raise DistscopeError(f"{path}: model_type=llama4 needs a text_config object")
+        cfg, kind = text, "llama4_text"
     context = _int(cfg, path, "max_position_embeddings")  # the context window (0 = not stated)
     if kind == "gpt2":
         h = _req(cfg, path, "n_embd")
@@ -116,6 +123,8 @@ def load_hf_config(path: str) -> ModelSpec:
             **common, ffn=FfnKind.GELU, position=PositionKind.ROPE, norm=NormKind.LAYERNORM, bias=True,
             tied_embeddings=tied,
         )
+    if kind in FAMILIES:
+        return load_moe(cfg, path, kind, common, tied)
     moe = None
     if kind == "mixtral":
         moe = MoESpec(

@@ -1,0 +1,109 @@
+"""Hugging Face `config.json` of the 2025-26 MoE families: Qwen3-MoE, DeepSeek-V3 and Kimi K2 (MLA),
+GPT-OSS and Llama 4 (its `text_config`).
+
+Each family names its experts, top-k, expert width, shared experts and leading dense layers in its own
+fields (transformers' `Qwen3MoeConfig`, `DeepseekV3Config`, `GptOssConfig`, `Llama4TextConfig`). The
+fields that change only the router's numerics (scoring function, bias correction, group-limited routing,
+auxiliary-loss weights, jitter) cost nothing here and are accepted. Any other field that looks like an
+MoE setting is refused in one line naming it, its value and the fields this family reads: a layout
+distscope cannot price is never guessed. What is priced approximately says so in a warning: GPT-OSS's
+sliding-window layers (priced as full attention), DeepSeek's MTP modules (not priced), Llama 4's
+interleaved MoE layers (the dense ones placed first).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from distscope.errors import DistscopeError, warn
+from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind
+
+# routing numerics: no effect on FLOPs, bytes or communication
+_ROUTING = {"norm_topk_prob", "output_router_logits", "router_aux_loss_coef", "routed_scaling_factor", "topk_method",
+            "n_group", "topk_group", "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size", "router_jitter_noise",
+            "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "moe_layers",
+            "num_nextn_predict_layers"}
+READ = {
+    "qwen3_moe": {"num_experts", "num_experts_per_tok", "moe_intermediate_size"},
+    "deepseek_v3": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+                    "first_k_dense_replace"},
+    "gpt_oss": {"num_local_experts", "num_experts_per_tok", "experts_per_token"},
+    "llama4_text": {"num_local_experts", "num_experts_per_tok", "intermediate_size_mlp"},
+}
+READ["kimi_k2"] = READ["deepseek_v3"]
+FAMILIES = tuple(READ)
+_MOE_LIKE = re.compile(r"expert|moe|router|topk|top_k|dense_replace|nextn|sparse_step|mlp_only", re.IGNORECASE)
+
+
+def check_moe_fields(cfg: dict[str, Any], path: str, kind: str) -> None:
+    """Refuse an MoE-looking field this family does not read (module doc)."""
+    from distscope.workload.hf import _show as show
+
+    known = READ[kind] | _ROUTING
+    for key, value in cfg.items():
+        if _MOE_LIKE.search(key) and key not in known:
+            raise DistscopeError(f"{path}: {key}={show(value)} is an MoE field distscope does not model for "
+                                 f"model_type={kind}; it reads {', '.join(sorted(READ[kind]))}")
+
+
+def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], tied: bool) -> ModelSpec:
+    """The ModelSpec of one of FAMILIES; `common` holds the fields every Llama-style config shares."""
+    from distscope.workload.hf import _opt as opt
+    from distscope.workload.hf import _req as req
+
+    check_moe_fields(cfg, path, kind)
+    layers = common["layers"]
+    mla = None
+    if kind == "qwen3_moe":
+        _must(cfg, path, "decoder_sparse_step", 1)
+        if cfg.get("mlp_only_layers"):
+            raise DistscopeError(f"{path}: mlp_only_layers={cfg['mlp_only_layers']!r} places dense layers "
+                                 "among MoE ones; distscope models leading dense layers only (need [])")
+        moe = MoESpec(experts=req(cfg, path, "num_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
+                      expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"))
+    elif kind in ("deepseek_v3", "kimi_k2"):
+        _must(cfg, path, "moe_layer_freq", 1)
+        moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
+                      expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"),
+                      shared_experts=opt(cfg, path, "n_shared_experts", 0),
+                      dense_layers=_count(cfg, path, "first_k_dense_replace"))
+        mla = MLASpec(q_lora_rank=req(cfg, path, "q_lora_rank"), kv_lora_rank=req(cfg, path, "kv_lora_rank"),
+                      qk_nope_head_dim=req(cfg, path, "qk_nope_head_dim"),
+                      qk_rope_head_dim=req(cfg, path, "qk_rope_head_dim"), v_head_dim=req(cfg, path, "v_head_dim"))
+        common = dict(common, head_dim=mla.qk_nope_head_dim)
+        if _count(cfg, path, "num_nextn_predict_layers"):
+            warn(f"{path}: num_nextn_predict_layers={cfg['num_nextn_predict_layers']}: the MTP module is not priced")
+    elif kind == "gpt_oss":
+        moe = MoESpec(experts=req(cfg, path, "num_local_experts"),
+                      top_k=req(cfg, path, "num_experts_per_tok", "experts_per_token"),
+                      expert_ffn_hidden=common["ffn_hidden"])
+        if cfg.get("sliding_window"):
+            warn(f"{path}: sliding_window={cfg['sliding_window']} layers are priced as full causal attention "
+                 "(an over-estimate of their attention time)")
+    else:  # llama4_text: every `step`-th layer is MoE (16 routed experts + 1 shared in Scout, 128 in Maverick)
+        step = opt(cfg, path, "interleave_moe_layer_step", 1)
+        n_moe = layers // step
+        if step > 1:
+            warn(f"{path}: interleave_moe_layer_step={step}: its {layers - n_moe} dense layers are placed first "
+                 "(pipeline splits see them at the front)")
+        moe = MoESpec(experts=req(cfg, path, "num_local_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
+                      expert_ffn_hidden=common["ffn_hidden"], shared_experts=1, dense_layers=layers - n_moe)
+        common = dict(common, ffn_hidden=opt(cfg, path, "intermediate_size_mlp", common["ffn_hidden"]))
+    return ModelSpec(**common, ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM,
+                     bias=False, tied_embeddings=tied, moe=moe, mla=mla)
+
+
+def _count(cfg: dict[str, Any], path: str, key: str) -> int:
+    """A count that may be 0 (absent = 0)."""
+    v = cfg.get(key) or 0
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise DistscopeError(f"{path}: {key}={v!r} must be an integer >= 0")
+    return v
+
+
+def _must(cfg: dict[str, Any], path: str, key: str, want: int) -> None:
+    v = cfg.get(key, want)
+    if v != want:
+        raise DistscopeError(f"{path}: {key}={v!r} is not modelled (distscope needs {want}: every layer after the "
+                             "leading dense ones is MoE)")
