@@ -119,3 +119,36 @@ def test_megatron_recipe_flags(precision: Precision, flags: list[str]) -> None:
 
 def test_fp4_gemm_dtype() -> None:
     assert Precision.NVFP4.gemm_dtype is DType.FP4 and Precision.NVFP4.activation_dtype is DType.BF16
+
+
+@pytest.mark.parametrize(("device", "want"), [
+    ("a100-sxm4-80gb", ["bf16"]), ("h100-sxm5-80gb", ["bf16", "fp8"]),
+    ("b200-sxm-180gb", ["bf16", "fp8", "mxfp8", "nvfp4"]), ("mi355x", ["bf16", "fp8", "mxfp8"]),
+])
+def test_auto_searches_each_rate_the_device_has(device: str, want: list[str]) -> None:
+    from distscope.search.settings import auto_precisions
+
+    assert [p.value for p in auto_precisions(get_device(device))] == want
+
+
+def _plan_json(capsys, *argv: str) -> dict:  # type: ignore[no-untyped-def]
+    import json
+
+    main(["plan", "--cluster", "dgx-b200", "--gpus", "8", "--model", "llama3.1-8b", "--global-batch", "32",
+          "--simulate-top", "0", "--json", *argv])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_auto_is_the_best_of_the_single_precision_searches(capsys) -> None:  # type: ignore[no-untyped-def]
+    auto = _plan_json(capsys, "--precision", "auto")
+    assert auto["precisions_searched"] == ["bf16", "fp8", "mxfp8", "nvfp4"]
+    single = {p: _plan_json(capsys, "--precision", p)["best"]["step_time_s"] for p in auto["precisions_searched"]}
+    best = min(single, key=lambda p: single[p])
+    assert auto["best"]["precision"] == best
+    assert auto["best"]["step_time_s"] == pytest.approx(single[best], rel=1e-9)
+    assert auto["feasible"] == sum(_plan_json(capsys, "--precision", p)["feasible"] for p in single)
+
+
+def test_estimate_refuses_auto(capsys) -> None:  # type: ignore[no-untyped-def]
+    code, err = _run(capsys, "estimate", "--precision", "auto")
+    assert code == 2 and err.count("\n") == 1 and "--precision='auto'" in err

@@ -78,7 +78,8 @@ class PlanFlags:
                                 "or 2bw (default: interleaved-1f1b when vp > 1, else 1f1b).")
     precision: str = flag("bf16", "--precision", help="fp16, bf16, or a low-precision GEMM recipe with bf16 "
                           "elsewhere: fp8 (the stack's per-tensor recipe), fp8-delayed, fp8-cs, fp8-blockwise "
-                          "(DeepSeek-V3 1x128/128x128), mxfp8 or nvfp4 (Blackwell).")
+                          "(DeepSeek-V3 1x128/128x128), mxfp8 or nvfp4 (Blackwell); `plan` also takes auto (bf16 and each "
+                          "low-precision rate the device has).")
     overlap: str | None = flag(None, "--overlap", help="Communication overlapped with compute: comma list of dp,tp,pp, "
                                f"or none ({stack_default(','.join(sorted(d.value for d in DEFAULT.overlap)))}).")
     attention: str | None = flag(None, "--attention", help="Attention kernel: flash (FlashAttention-2), cudnn (TE/cuDNN "

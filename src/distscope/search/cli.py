@@ -73,7 +73,7 @@ def plan_cmd(
     from distscope.report.console import out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
     from distscope.search.explain import explain
-    from distscope.search.planner import search
+    from distscope.search.planner import merge, search
     from distscope.search.report import (
         breakdown_table,
         candidate_json,
@@ -84,7 +84,7 @@ def plan_cmd(
         runner_up,
         top_table,
     )
-    from distscope.search.settings import planner_space
+    from distscope.search.settings import auto_precisions, planner_space
     from distscope.search.space import SearchSpace
 
     check_report(report)
@@ -100,8 +100,10 @@ def plan_cmd(
     precision = plan.precision
     c = S.build_cluster(system)
     sw = S.software_of(plan)
-    space = planner_space(
-        spec=spec, device=c.device, precision=Precision.parse(plan.precision, "--precision"), software=sw,
+    auto = plan.precision.strip().lower() == "auto"
+    precisions = auto_precisions(c.device) if auto else [Precision.parse(plan.precision, "--precision")]
+    spaces = [planner_space(
+        spec=spec, device=c.device, precision=prec, software=sw,
         framework=None if framework is None else parse_enum(Framework, framework, "--framework"),  # type: ignore[arg-type]
         attention=None if plan.attention is None else parse_enum(AttentionImpl, plan.attention, "--attention"),  # type: ignore[arg-type]
         overlap=None if overlap is None else S.parse_overlap(overlap),
@@ -109,13 +111,17 @@ def plan_cmd(
         limits=SearchSpace(tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
                            ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
                            schedules=_schedules(schedules)),
-    )
-    S.warn_kernel_fallbacks(c.device, space.precision)
-    fw = space.framework
+    ) for prec in precisions]
     from distscope.report.progress import progress
 
-    with progress(None, "searching layouts") as bar:
-        res = search(spec, shape, c, space, top_k=top, progress=bar.update)
+    results = []
+    for sp in spaces:
+        S.warn_kernel_fallbacks(c.device, sp.precision)
+        with progress(None, f"searching layouts ({sp.precision.value})") as bar:
+            results.append(search(spec, shape, c, sp, top_k=top, progress=bar.update))
+    res = merge(results, top) if auto else results[0]
+    space = spaces[0] if res.best is None else next(sp for sp in spaces if sp.precision is res.best.plan.precision)
+    fw = space.framework
     if res.best is None:
         if res.layouts == 0:
             from distscope.search.space import why_no_layout
@@ -180,7 +186,7 @@ def plan_cmd(
         "top": [{**candidate_json(x), "simulated_step_s": sim_of.get(id(x)), "tie": f} for x, f in zip(ranked, tied, strict=True)],
         "ranked_by_simulation": sim_ordered, "tie": tie,
         "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
-        "why": why, "why_layout": why_layout, "partition": partition_json(split, best.plan), "compression": compression_json(cr),
+        "precisions_searched": [p.value for p in precisions], "why": why, "why_layout": why_layout, "partition": partition_json(split, best.plan), "compression": compression_json(cr),
         "framework": fw.value, "software": sw.name if sw else None, **configs, "estimate_command": again,
         "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
                        "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
@@ -196,7 +202,7 @@ def plan_cmd(
         print_json(result)
         return
     title = (f"{spec.name} on {c.num_gpus} GPUs of {c.name} · global batch {global_batch} · seq {seq} · "
-             f"{space.precision.value}: top {len(ranked)} of {res.feasible:,} feasible plans"
+             f"{'/'.join(p.value for p in precisions)}: top {len(ranked)} of {res.feasible:,} feasible plans"
              + (f", first {sim_ordered} ranked by simulation" if sim_ordered
                 else f", first {len(simulated)} simulated" if simulated else ""))
     out.print(top_table(ranked, title, simulated_s=[sim_of.get(id(x)) for x in ranked], sim_ordered=sim_ordered,
@@ -213,6 +219,10 @@ def plan_cmd(
         out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network, symmetric traces; "
                   f"{wall:.2f} s of simulation): {order}")
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
+    if auto and best.plan.precision is not Precision.BF16:
+        out.print(f"[bold]precision[/bold]: #1 trains in {best.plan.precision.value} (searched "
+                  f"{', '.join(p.value for p in precisions)}): a numerics choice as well as a speed one; check "
+                  "convergence at this precision before committing to it")
     if why_layout:
         out.print(f"[bold]vs the best other tp/pp layout[/bold]: {why_layout}")
     if split is not None:

@@ -332,3 +332,14 @@ def partition_gain(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: C
         return c.partition
     r = repartition(spec, shape, cluster, c, software)
     return r[1] if r is not None else None
+
+
+def merge(results: list[SearchResult], top_k: int) -> SearchResult:
+    """One result from searches of disjoint spaces (e.g. one per precision): the candidates ranked together."""
+    pool = sorted((c for r in results for c in r.pool), key=simplest_first)
+    top = sorted((c for r in results for c in r.top), key=simplest_first)[:top_k]
+    comm = sorted((c for r in results for c in r.comm_pool), key=comm_free_time)
+    return SearchResult(top=tuple(top), pool=tuple(pool), comm_pool=tuple(comm),
+                        evaluated=sum(r.evaluated for r in results), feasible=sum(r.feasible for r in results),
+                        layouts=sum(r.layouts for r in results), search_s=sum(r.search_s for r in results))
+

@@ -190,7 +190,8 @@ def top_table(candidates: Sequence[Candidate], title: str, *, simulated_s: Seque
                + "layout = tp.pp.vp.cp.dp[.ep] (/schedule) · GiB = modelled memory per GPU · free = capacity left")
     t = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
     # Narrow enough for an 80-column terminal: degrees in one column, seconds to 2-3 digits.
-    cols = ["#", "layout", "mb", "sp", "shard", "recomp", est_h, *([sim_h] if has_sim else []),
+    mixed = len({c.plan.precision for c in candidates}) > 1  # plan --precision auto: say each row's
+    cols = ["#", "layout", *(["prec"] if mixed else []), "mb", "sp", "shard", "recomp", est_h, *([sim_h] if has_sim else []),
             *(["tie"] if any(tie) else []), "MFU", "bubble", "comm", "GiB", "free"]
     for col in cols:
         t.add_column(col, justify="left" if col in ("layout", "shard", "recomp") else "right", no_wrap=True,
@@ -200,7 +201,8 @@ def top_table(candidates: Sequence[Candidate], title: str, *, simulated_s: Seque
         bd = e.breakdown_s
         comm = sum(bd.get(k, 0.0) for k in ("tp", "cp", "ep", "pp", "dp"))
         sim = sims[i]
-        t.add_row(str(i + 1), layout_label(p), str(p.micro_batch), "y" if p.sp else "n", sharding_name(p),
+        t.add_row(str(i + 1), layout_label(p), *([p.precision.value] if mixed else []), str(p.micro_batch),
+                  "y" if p.sp else "n", sharding_name(p),
                   recompute_name(p), f"{e.step_time_s:.3f}",
                   *([f"{sim:.3f}" if sim is not None else "-"] if has_sim else []),
                   *(["y" if tie[i] else "n"] if any(tie) else []),

@@ -47,3 +47,12 @@ def planner_space(*, spec: ModelSpec, device: Device, precision: Precision, soft
         raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "
                              f"it has {', '.join(sorted(TORCHTITAN_MODELS))}")
     return restrict(fw, space, device)
+
+
+def auto_precisions(device: Device) -> list[Precision]:
+    """What `plan --precision auto` searches: BF16 and each low-precision GEMM rate the device has, in
+    the recipe its stack runs there (per-tensor FP8 of the stack; MXFP8 and NVFP4 where the tensor cores
+    run block-scaled formats). The explicit recipes (fp8-delayed, fp8-cs, fp8-blockwise) are searched
+    only when named: they price the same GEMMs with different cast traffic."""
+    return [p for p in (Precision.BF16, Precision.FP8, Precision.MXFP8, Precision.NVFP4) if device.supports(p)]
+
