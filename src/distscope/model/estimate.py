@@ -297,7 +297,8 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     etp, tp, cp = plan.expert_tp, plan.tp, plan.cp
     costs: dict[bool, LayerCost] = {
         moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,
-                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()), **fp8_kw)
+                        *((etp, fcap) if moe and (etp != tp or fcap != 1.0) else ()), **fp8_kw,
+                        **({"ep": plan.ep} if moe else {}))
         for moe in ((False, True) if spec.moe is not None else (False,))
     }
     head = head_cost(spec, b, s, tp, cp, prec, dev)

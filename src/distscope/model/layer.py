@@ -61,12 +61,18 @@ class LayerCost:
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
                attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
                etp: int = 0, routed_frac: float = 1.0, fp8_attention: bool = False,
-               scaling: Scaling = Scaling.NONE) -> LayerCost:
+               scaling: Scaling = Scaling.NONE, ep: int = 0) -> LayerCost:
     """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the share of routed tokens
     an expert processes (min(1, capacity factor); 1 = dropless). Under a low-precision recipe the linear
     layers run FP8/FP4 GEMMs with Transformer Engine's quantization passes for `scaling` (model/fp8.py,
     resolved from the precision and the stack); attention stays in the activation dtype unless
-    `fp8_attention`."""
+    `fp8_attention`. `ep`: the expert-parallel degree; the routed experts' grouped GEMM runs as one GEMM
+    per local expert (experts / ep of them, each on its share of the routed tokens: TE GroupedLinear
+    launches a GEMM per expert), so each pays its own weight read and fixed kernel cost. 0 prices them
+    as one GEMM (the planner's lower bound). DeepGEMM's grouped contiguous-layout benchmarks (H800 FP8:
+    4 x 8192 and 8 x 4096 rows per group at 1,297 / 1,288 TFLOPS against 1,304 for one 4096-row GEMM of
+    the same N, K) put a training-sized expert GEMM on the dense curve, which data/kernels/grouped_gemm.csv
+    and tests/core/test_grouped_gemm.py check."""
     gemm_dtype = precision.gemm_dtype
     act_dtype = precision.activation_dtype
     e = act_dtype.bytes
@@ -92,6 +98,8 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     act_mult = 3 if spec.ffn is FfnKind.SWIGLU else 2
     up = 2 if spec.ffn is FfnKind.SWIGLU else 1
     M_e = fe_e = 0.0  # routed tokens and expert width on this rank (MoE layers)
+    routed_at: tuple[int, ...] = ()  # indices in `gemms` of the routed experts' grouped GEMMs
+    local = 1  # experts per rank
     if moe_layer:
         assert spec.moe is not None
         fe = spec.moe.expert_ffn_hidden // tp
@@ -100,6 +108,8 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         M_e = (T * et / tp if sp else T) * k * routed_frac  # routed tokens this rank's experts see
         fe_e = spec.moe.expert_ffn_hidden // et
         router.append((T, spec.moe.experts, h))
+        routed_at = (len(gemms), len(gemms) + 1)
+        local = max(1, spec.moe.experts // ep) if ep else 1
         gemms += [(M_e, fe_e * up, h, False), (M_e, h, fe_e, False)]  # TE GroupedLinear on permuted tokens
         if spec.moe.shared_experts:
             fs = fe * spec.moe.shared_experts
@@ -111,7 +121,10 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemms += [(T, f_l * up, h, True), (T, h, f_l, True)]  # LayerNormMLP: norm and activation fuse the cast
         act_bytes = act_mult * e * T * f_l
 
-    gemm_fwd_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K, _ in gemms)
+    gemm_fwd_s = 0.0
+    for i, (M, N, K, _) in enumerate(gemms):
+        per = local if i in routed_at else 1  # a grouped GEMM: one GEMM per local expert
+        gemm_fwd_s += per * eff.gemm_s(device, gemm_dtype, M / per, N, K)
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
     if gemm_dtype.bytes < e:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
