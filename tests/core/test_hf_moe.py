@@ -86,6 +86,7 @@ def test_interleaved_llama4_warns(tmp_path: Path, capsys) -> None:  # type: igno
     (QWEN3_30B, {"mlp_only_layers": [0, 5]}, "mlp_only_layers=[0, 5]"),
     (DEEPSEEK_V3, {"moe_layer_freq": 2}, "moe_layer_freq=2 is not modelled"),
     (QWEN3_30B, {"num_experts_per_tok": 200}, "top_k=200 must be in 1..experts=128"),
+    (LLAMA4_SCOUT["text_config"], {"moe_layers": [1, 3]}, "moe_layers=[1, 3] does not match"),
 ])
 def test_unmodelled_moe_fields_are_refused(tmp_path: Path, base: dict, extra: dict, needle: str) -> None:
     with pytest.raises(DistscopeError, match=needle.replace("[", r"\[").replace("]", r"\]")):

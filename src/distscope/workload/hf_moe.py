@@ -19,7 +19,7 @@ from typing import Any
 from distscope.errors import DistscopeError, warn
 from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind
 
-# routing numerics: no effect on FLOPs, bytes or communication
+# routing numerics (no effect on FLOPs, bytes or communication), and the layout fields load_moe checks itself
 _ROUTING = {"norm_topk_prob", "output_router_logits", "router_aux_loss_coef", "routed_scaling_factor", "topk_method",
             "n_group", "topk_group", "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size", "router_jitter_noise",
             "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "moe_layers",
@@ -51,6 +51,7 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
     """The ModelSpec of one of FAMILIES; `common` holds the fields every Llama-style config shares."""
     from distscope.workload.hf import _opt as opt
     from distscope.workload.hf import _req as req
+    from distscope.workload.hf import _show as show
 
     check_moe_fields(cfg, path, kind)
     layers = common["layers"]
@@ -84,6 +85,10 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
     else:  # llama4_text: every `step`-th layer is MoE (16 routed experts + 1 shared in Scout, 128 in Maverick)
         step = opt(cfg, path, "interleave_moe_layer_step", 1)
         n_moe = layers // step
+        listed = cfg.get("moe_layers")
+        if listed is not None and (not isinstance(listed, list) or len(listed) != n_moe):
+            raise DistscopeError(f"{path}: moe_layers={show(listed)} does not match interleave_moe_layer_step={step} "
+                                 f"({n_moe} MoE layers of {layers})")
         if step > 1:
             warn(f"{path}: interleave_moe_layer_step={step}: its {layers - n_moe} dense layers are placed first "
                  "(pipeline splits see them at the front)")
