@@ -40,20 +40,23 @@ def cross_validation(paths: list[Path]) -> dict[str, Any]:
     rows = load_rows(paths)
     res = cross_validate(rows)
     s = summary(res.results, cv=True)
-    kind = {r.run_id: ("moe" if r.spec.moe is not None else "dense", r.gpu.startswith(BLACKWELL)) for r, _ in rows.rows}
+    moe_ids = {r.run_id for r, _ in rows.rows if r.spec.moe is not None}
+    blackwell_ids = {r.run_id for r, _ in rows.rows if r.gpu.startswith(BLACKWELL)}
     per_source: dict[str, list[float]] = {}
     moe: list[float] = []
     blackwell: list[float] = []
     for r in s["rows"]:
         if r["cv_error_pct"] is not None:
-            per_source.setdefault(r["source"], []).append(abs(r["cv_error_pct"]))
-            if kind[r["run_id"]][0] == "moe":
-                moe.append(abs(r["cv_error_pct"]))
-            if kind[r["run_id"]][1]:
-                blackwell.append(abs(r["cv_error_pct"]))
+            err = abs(r["cv_error_pct"])
+            per_source.setdefault(r["source"], []).append(err)
+            if r["run_id"] in moe_ids:
+                moe.append(err)
+            if r["run_id"] in blackwell_ids:
+                blackwell.append(err)
     return {"moe_rows": len(moe), "moe_cv_mean_abs_error_pct": round(statistics.fmean(moe), 2) if moe else None,
             "blackwell_rows": len(blackwell),
-            "blackwell_cv_mean_abs_error_pct": round(statistics.fmean(blackwell), 2) if blackwell else None,"rows": s["predicted_rows"], "failed": s["failed_rows"], "sources": len(res.folds),
+            "blackwell_cv_mean_abs_error_pct": round(statistics.fmean(blackwell), 2) if blackwell else None,
+            "rows": s["predicted_rows"], "failed": s["failed_rows"], "sources": len(res.folds),
             "cv_mean_abs_error_pct": round(s["cv_mape_pct"], 2), "cv_max_abs_error_pct": round(s["cv_max_ape_pct"], 2),
             "in_sample_mean_abs_error_pct": round(s["mape_pct"], 2), "fitted_on_all_rows": res.fitted,
             "cv_mean_abs_error_pct_by_source": {k: round(statistics.fmean(v), 1) for k, v in per_source.items()}}

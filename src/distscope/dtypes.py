@@ -106,11 +106,7 @@ class Precision(Enum):
     gemm_dtype: DType  # the GEMMs' input dtype
     activation_dtype: DType  # activations, weights in compute, p2p and TP messages (TE keeps these in bf16)
     scaling: Scaling
-
-    @property
-    def low_precision(self) -> bool:
-        """GEMM inputs narrower than the activations: the run quantizes (model/fp8.py)."""
-        return self.scaling is not Scaling.NONE
+    low_precision: bool  # GEMM inputs narrower than the activations: the run quantizes (model/fp8.py)
 
     @classmethod
     def parse(cls, value: str, field: str = "precision") -> Precision:
@@ -138,3 +134,4 @@ for _prec, (_gemm, _act, _scaling) in {
         Precision.MXFP8: (DType.FP8, DType.BF16, Scaling.MX),
         Precision.NVFP4: (DType.FP4, DType.BF16, Scaling.NVFP4)}.items():
     _prec.gemm_dtype, _prec.activation_dtype, _prec.scaling = _gemm, _act, _scaling
+    _prec.low_precision = _scaling is not Scaling.NONE

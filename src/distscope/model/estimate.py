@@ -246,8 +246,7 @@ def tp_all_gather_scale(plan: Plan, sw: SoftwareProfile) -> float:
     a MoE block (its router and token dispatch take the BF16 input) keep their all-gathers in the
     activation dtype."""
     prec = plan.precision
-    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
-    return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if fp8_run and sw.fp8_tp_all_gather and plan.sp else 1.0
+    return prec.gemm_dtype.bytes / prec.activation_dtype.bytes if prec.low_precision and sw.fp8_tp_all_gather and plan.sp else 1.0
 
 
 def zero3_reduce_last_share(plan: Plan, sw: SoftwareProfile, layers: float) -> float:
@@ -268,7 +267,7 @@ def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, fi
     re-gathering BF16 weights every micro-batch). 0 outside FP8."""
     prec = plan.precision
     e = prec.activation_dtype.bytes
-    if prec.gemm_dtype.bytes >= e:
+    if not prec.low_precision:
         return 0.0
     per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
     lin_p = local_p - (P.embedding_params(spec) / plan.tp if first else 0.0) - (P.head_params(spec) / plan.tp if last else 0.0)
@@ -282,8 +281,7 @@ def stage_fp8_weight_cast_s(spec: ModelSpec, sl: StageLayers, local_p: float, fi
 def weight_gather_bytes(plan: Plan, sw: SoftwareProfile) -> float:
     """Bytes per parameter of a sharded-weight all-gather: FP8 when the stack gathers FP8 weights."""
     prec = plan.precision
-    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
-    return prec.gemm_dtype.bytes if fp8_run and sw.fp8_param_gather else prec.activation_dtype.bytes
+    return prec.gemm_dtype.bytes if prec.low_precision and sw.fp8_param_gather else prec.activation_dtype.bytes
 
 
 def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
@@ -291,8 +289,8 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     """Per-layer costs (dense, MoE) and the LM head's on one GPU for one micro-batch under the stack's
     FP8 recipe and kernel stack (efficiency.PYTORCH_STACK)."""
     prec = plan.precision
-    fp8_run = prec.gemm_dtype.bytes < prec.activation_dtype.bytes
-    fp8_kw = {"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)} if fp8_run else {}
+    fp8_kw = ({"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)}
+              if prec.low_precision else {})
     fcap = routed_fraction(plan)
     etp, tp, cp = plan.expert_tp, plan.tp, plan.cp
     costs: dict[bool, LayerCost] = {
@@ -519,7 +517,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         rank_kind.append(list(kind_ranks).index(key) if len(ranks_) == 1 else rank_kind[ranks_[0]])
     counts: list[int] = []
     wbytes = weight_gather_bytes(plan, sw)
-    fp8_run = prec.gemm_dtype.bytes < e
+    fp8_run = prec.low_precision
     dp_coll = functools.partial(_dp_collective, hbm_Bps=dev.hbm_Bps, quant_GBps=quant_GBps)
     sizes = chunk_sizes(spec.layers, pp, plan.vp, plan.stage_layers)
     for (sl, first, last), (count, at), kranks in zip(kinds, kinds.values(), kind_ranks.values(), strict=True):

@@ -127,7 +127,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemm_fwd_s += per * eff.gemm_s(device, gemm_dtype, M / per, N, K)
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
-    if gemm_dtype.bytes < e:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
+    if precision.low_precision:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
         f = gemm_dtype.bytes
         sc = fp8.resolve(precision, False) if scaling is Scaling.NONE else scaling
         nt = device.fp8_non_tn
