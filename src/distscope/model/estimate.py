@@ -24,7 +24,7 @@ from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.model import efficiency as eff
-from distscope.model import fp8
+from distscope.model import fp8, host
 from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, head_cost, layer_cost
@@ -287,7 +287,8 @@ def weight_gather_bytes(plan: Plan, sw: SoftwareProfile) -> float:
 def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
                   sw: SoftwareProfile) -> tuple[dict[bool, LayerCost], LayerCost]:
     """Per-layer costs (dense, MoE) and the LM head's on one GPU for one micro-batch under the stack's
-    FP8 recipe and kernel stack (efficiency.PYTORCH_STACK)."""
+    FP8 recipe and kernel stack (efficiency.PYTORCH_STACK), each pass no faster than the host issues
+    its kernels (model/host.py)."""
     prec = plan.precision
     fp8_kw = ({"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)}
               if prec.low_precision else {})
@@ -303,6 +304,10 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     if sw.kernels is KernelStack.PYTORCH and eff.PYTORCH_STACK != 1.0:  # efficiency.py: π
         costs = {moe: c.slowed(eff.PYTORCH_STACK) for moe, c in costs.items()}
         head = head.slowed(eff.PYTORCH_STACK)
+    local = max(1, spec.moe.experts // plan.ep) if spec.moe is not None else 0
+    costs = {moe: c.host_floored(host.layer_host_work(
+        moe_layer=moe, linears=host.linear_layers(spec, moe), low_precision=prec.low_precision,
+        local_experts=local, per_expert_gemms=sw.kernels is KernelStack.FUSED)) for moe, c in costs.items()}
     return costs, head
 
 

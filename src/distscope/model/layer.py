@@ -26,6 +26,7 @@ import functools
 from distscope.dtypes import Precision, Scaling
 from distscope.model import efficiency as eff
 from distscope.model import fp8, op_sac
+from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
 from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
@@ -44,6 +45,15 @@ class LayerCost:
     other_fwd_s: float = 0.0
     other_bwd_s: float = 0.0
     other_recompute_s: float = 0.0
+    expert_fwd_s: float = 0.0  # forward time of the routed experts' GEMMs (part of gemm_fwd_s)
+
+    def host_floored(self, host: HostWork) -> LayerCost:
+        """The same layer when the host issues its kernels no faster than `host` allows (model/host.py):
+        the forward is phased at the MoE sync, the backward bounded by the host's total; a recomputed
+        forward takes the forward's share of the delay."""
+        fwd = host.forward_pass_s(self.expert_fwd_s, self.fwd_s - self.expert_fwd_s)
+        rec = self.recompute_s * fwd / self.fwd_s if self.fwd_s > 0 else 0.0
+        return dataclasses.replace(self, fwd_s=fwd, bwd_s=max(self.bwd_s, host.backward_s()), recompute_s=rec)
 
     def slowed(self, speed: float) -> LayerCost:
         """The same work on a stack whose attention and element-wise kernels run at `speed` times the
@@ -121,10 +131,12 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemms += [(T, f_l * up, h, True), (T, h, f_l, True)]  # LayerNormMLP: norm and activation fuse the cast
         act_bytes = act_mult * e * T * f_l
 
-    gemm_fwd_s = 0.0
+    gemm_fwd_s = expert_fwd_s = 0.0
     for i, (M, N, K, _) in enumerate(gemms):
         per = local if i in routed_at else 1  # a grouped GEMM: one GEMM per local expert
-        gemm_fwd_s += per * eff.gemm_s(device, gemm_dtype, M / per, N, K)
+        t = per * eff.gemm_s(device, gemm_dtype, M / per, N, K)
+        gemm_fwd_s += t
+        expert_fwd_s += t if i in routed_at else 0.0
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
     if precision.low_precision:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
@@ -171,7 +183,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     return LayerCost(
         fwd_s=fwd_s, bwd_s=bwd_s, recompute_s=recompute_s, gemm_fwd_s=gemm_fwd_s, attn_fwd_s=attn_fwd_s,
         model_flops=3 * fwd_flops, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
-        other_recompute_s=other_rc,
+        other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s,
     )
 
 

@@ -1,0 +1,64 @@
+"""The host floor under a layer's passes (model/host.py): the phased forward at the MoE sync, and where
+the estimator applies it."""
+
+from __future__ import annotations
+
+import pytest
+
+from distscope.dtypes import Precision
+from distscope.model import host
+from distscope.model.estimate import compute_costs
+from distscope.model.layer import layer_cost
+from distscope.plan import Plan
+from distscope.software.presets import DEFAULT
+from distscope.system.device import get_device
+from distscope.workload.catalog import get_model
+
+
+def test_without_experts_the_pass_is_the_slower_of_host_and_gpu() -> None:
+    w = host.HostWork(ops=40, expert_gemms=0)
+    assert w.forward_pass_s(0.0, 1e-3) == pytest.approx(1e-3)
+    assert w.forward_pass_s(0.0, 1e-4) == pytest.approx(40 * host.OP_S)
+
+
+def test_gpu_bound_experts_hide_the_host() -> None:
+    w = host.HostWork(ops=10, expert_gemms=4)
+    assert w.forward_pass_s(1e-3, 2e-3) == pytest.approx(3e-3)
+
+
+def test_host_bound_experts_are_exposed_before_the_rest_of_the_layer() -> None:
+    """After the sync the GPU waits for each expert GEMM; the rest of the layer cannot start earlier."""
+    w = host.HostWork(ops=10, expert_gemms=32)
+    g_e, g_r = 0.2e-3, 2e-3
+    t = w.forward_pass_s(g_e, g_r)
+    assert t == pytest.approx(32 * host.EXPERT_GEMM_S + g_r)
+    assert t > max(w.forward_s(), g_e + g_r)  # more than a plain max of the totals
+
+
+def test_grouped_gemm_in_one_op_issues_no_per_expert_gemms() -> None:
+    te = host.layer_host_work(moe_layer=True, linears=4, low_precision=False, local_experts=16, per_expert_gemms=True)
+    one = host.layer_host_work(moe_layer=True, linears=4, low_precision=False, local_experts=16, per_expert_gemms=False)
+    assert te.expert_gemms == 32 and one.expert_gemms == 0
+    assert one.forward_s() < te.forward_s()
+
+
+def _costs(model: str, gpu: str, plan: Plan) -> tuple[float, float]:
+    """(the floored forward of the model's MoE or dense layer, its GPU-only forward) at seq 4096."""
+    spec, dev = get_model(model), get_device(gpu)
+    moe = spec.moe is not None
+    costs, _ = compute_costs(spec, plan.micro_batch, 4096, plan, dev, DEFAULT)
+    gpu_only = layer_cost(spec, moe, plan.micro_batch, 4096, plan.tp, 1, plan.sp, plan.attention, plan.recompute,
+                          plan.precision, dev, **({"ep": plan.ep} if moe else {}))
+    return costs[moe].fwd_s, gpu_only.fwd_s
+
+
+def test_fine_grained_moe_on_blackwell_is_host_bound() -> None:
+    """Qwen3-30B-A3B, 16 local experts of width 768 on a B200 at micro-batch 1: the experts' GEMMs are
+    shorter than their host work, so the forward is longer than its GPU time."""
+    floored, gpu = _costs("qwen3-30b-a3b", "b200-sxm-180gb", Plan(dp=8, ep=8, precision=Precision.BF16))
+    assert floored > 1.2 * gpu
+
+
+def test_large_dense_layers_are_not_host_bound() -> None:
+    floored, gpu = _costs("llama3-70b", "h100-sxm5-80gb", Plan(dp=1, tp=8, sequence_parallel=True))
+    assert floored == pytest.approx(gpu)
