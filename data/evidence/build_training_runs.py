@@ -22,7 +22,7 @@ with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newl
     CONTRACT = next(csv.reader(_f))
 OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
             "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim",
-            "moe_dispatcher"]
+            "moe_dispatcher", "mtp_layers"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -417,7 +417,8 @@ E9_TABLE = [
     ("B200", "LLAMA3.1_405B", 128, "fp8-cs", 64, 1, 8192, 0, 4, 8, 2, 8, 1, 32, 661, ""),
     ("B200", "LLAMA3.1_405B", 128, "mxfp8", 64, 1, 8192, 0, 4, 8, 2, 8, 1, 32, 624, ""),
     ("B200", "DeepSeekV3", 256, "mxfp8", 2048, 1, 4096, 0, 1, 16, 1, 1, 8, 128, 2139,
-     "w/ MTP: the MTP module is not modelled (catalog DeepSeek-V3 excludes it), so the prediction lacks its work"),
+     "w/ MTP: one MTP module (DeepSeek-V3's depth 1), mtp_layers=1 on the catalog model; layout from "
+     "Megatron-Bridge's DeepSeek-V3 recipe for PP16 (E9_LAYOUTS)"),
     ("B200", "GPT OSS 120B", 64, "bf16", 512, 4, 4096, 0, 1, 1, 1, 1, 8, 2, 8213, ""),
     ("B200", "Qwen3_30B_a3B", 8, "mxfp8", 512, 1, 4096, 0, 1, 1, 1, 1, 8, 64, 9299, ""),
     ("B200", "Qwen3_235B_a22B", 64, "mxfp8", 1024, 1, 4096, 0, 1, 8, 1, 2, 8, 128, 3269, ""),
@@ -425,6 +426,10 @@ E9_TABLE = [
     ("H100", "Qwen3_30B_a3B", 16, "fp8-cs", 512, 2, 4096, 0, 1, 2, 1, 24, 8, 32, 5275, ""),
     ("H100", "Qwen3_235B_a22B", 256, "fp8-cs", 2048, 1, 4096, 0, 2, 8, 1, 4, 32, 128, 1575, ""),
 ]
+# Pipeline layouts the table does not print but Megatron-Bridge's recipe sets for the row's (pp, vp):
+# src/megatron/bridge/recipes/deepseek/deepseek_v3.py @ v0.2.0, layout_map[(16, 1)] = embedding + 4 decoder
+# layers, 14 stages of 4, then 1 decoder layer + the MTP module + the loss on the last stage
+E9_LAYOUTS = {("B200", "DeepSeekV3"): dict(first_stage_layers=4, last_stage_layers=1)}
 E9_NOTE = ("MoE runs force-balance tokens over experts and drop none (the table's footnote); recompute, dispatcher "
            "and overlap are not in the table: left to the software preset")
 for (system, name, n, prec, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, ga, tps, note) in E9_TABLE:
@@ -443,6 +448,9 @@ for (system, name, n, prec, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, ga, tps, no
                ep=ep, sequence_parallel="auto" if tp > 1 else 0, zero_stage=3 if fsdp else 0,
                distributed_optimizer=0 if fsdp else 1, overlap="auto", recompute="auto", precision=prec,
                num_gpus=n, **sysd, **E9_SW)
+    if note.startswith("w/ MTP"):
+        row["mtp_layers"] = 1
+    row.update(E9_LAYOUTS.get((system, name), {}))
     row["measured_step_time_s"] = gbs * seq / (tps * n)
     row["step_time_basis"] = f"global batch tokens / ({tps} tokens/s/GPU x {n} GPUs)"
     row["reported"] = f"{tps} tokens/s/GPU"

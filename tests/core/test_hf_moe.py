@@ -48,14 +48,17 @@ def _write(tmp_path: Path, cfg: dict, name: str = "model") -> str:
 
 
 def _same_shape(a, b) -> bool:  # type: ignore[no-untyped-def]
-    skip = {"name", "source", "official_params", "official_params_precision"}
+    skip = {"name", "source", "official_params", "official_params_precision", "mtp_layers"}
     return all(getattr(a, f.name) == getattr(b, f.name) for f in dataclasses.fields(a) if f.name not in skip)
 
 
 @pytest.mark.parametrize(("cfg", "catalog"), [(DEEPSEEK_V3, "deepseek-v3"), (QWEN3_30B, "qwen3-30b-a3b"),
                                               (GPT_OSS_120B, "gpt-oss-120b")])
 def test_config_reproduces_the_catalog_entry(tmp_path: Path, cfg: dict, catalog: str) -> None:
-    assert _same_shape(load_hf_config(_write(tmp_path, cfg)), get_model(catalog))
+    """The catalog's DeepSeek-V3 is the 671B main model; its config.json adds the one MTP module."""
+    spec = load_hf_config(_write(tmp_path, cfg))
+    assert _same_shape(spec, get_model(catalog))
+    assert spec.mtp_layers == cfg.get("num_nextn_predict_layers", 0)
 
 
 def test_kimi_k2_is_read_as_deepseek_v3(tmp_path: Path) -> None:

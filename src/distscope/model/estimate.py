@@ -332,8 +332,8 @@ def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, tp:
         dense += P.embedding_params(spec)
         whole += P.tp_replicated_embedding(spec)
     if last:
-        dense += P.head_params(spec)
-        whole += P.norm_params(spec)  # the final norm
+        dense += P.head_params(spec) + spec.mtp_layers * P.mtp_own_params(spec)  # MTP: norms + projection
+        whole += P.norm_params(spec) * (1 + 2 * spec.mtp_layers)  # the final norm (and MTP's two each)
         if spec.tied_embeddings and pp > 1 and not first:
             dense += spec.vocab * spec.hidden  # Megatron keeps a copy of the word embedding on the last stage
     return (dense - whole) / tp + whole, experts
@@ -477,7 +477,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # --- pipeline stages ---
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     placement = traits.placement
-    stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers, placement)
+    stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers, placement, spec.mtp_layers)
     n_chunks = pp * plan.vp
     first_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(0, pp, placement)}
     last_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(n_chunks - 1, pp, placement)}

@@ -190,13 +190,20 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
 @functools.lru_cache(maxsize=16384)
 def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Precision, device: Device) -> LayerCost:
     """LM head GEMM (T, V/tp, h) plus vocab-parallel cross-entropy (fp32 logits: ~19 bytes per logit
-    over forward and backward) on the last stage."""
+    over forward and backward) on the last stage; with multi-token prediction (spec.mtp_layers) each
+    module passes through the shared head again after its 2h -> h projection (T, h/tp, 2h), so the
+    last stage's extra work is (1 + mtp) heads and mtp projections. The MTP modules' transformer layers
+    are ordinary layers of the last stage (model/stages.py)."""
     T = b * s // cp
     V_l = spec.vocab // tp if spec.vocab >= tp else spec.vocab
     # the output layer stays in the activation dtype under FP8 (Megatron's output_layer is not a TE module)
     g = eff.gemm_s(device, precision.activation_dtype, T, V_l, spec.hidden)
     ce = eff.elementwise_s(device, 19.0 * T * V_l, 0)
     flops = 2.0 * T * V_l * spec.hidden
-    return LayerCost(fwd_s=g + ce / 3, bwd_s=2 * g + 2 * ce / 3, recompute_s=0.0, gemm_fwd_s=g, attn_fwd_s=0.0,
-                     other_fwd_s=ce / 3, other_bwd_s=2 * ce / 3,
-                     model_flops=3 * flops, recompute_flops=0.0)
+    n, m = 1 + spec.mtp_layers, spec.mtp_layers
+    proj = eff.gemm_s(device, precision.activation_dtype, T, spec.hidden // tp, 2 * spec.hidden) if m else 0.0
+    g_all = n * g + m * proj
+    return LayerCost(fwd_s=g_all + n * ce / 3, bwd_s=2 * g_all + 2 * n * ce / 3, recompute_s=0.0, gemm_fwd_s=g_all,
+                     attn_fwd_s=0.0, other_fwd_s=n * ce / 3, other_bwd_s=2 * n * ce / 3,
+                     model_flops=3 * (n * flops + m * 2.0 * T * spec.hidden // tp * 2 * spec.hidden),
+                     recompute_flops=0.0)

@@ -2,7 +2,8 @@
 (Megatron's interleaving), or the V of ZB-V and the mirrored pair of DualPipe (plan.Placement).
 
 Layers are counted from the embedding side; the first `moe.dense_layers` layers of a MoE model are
-dense. Stage 0 also holds the embedding, stage pp-1 the final norm, LM head and loss.
+dense. Stage 0 also holds the embedding, stage pp-1 the final norm, LM head and loss, and any
+multi-token-prediction layers.
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ def first_last_chunks(layers: int, pp: int, vp: int, first: int | None, last: in
 
 @functools.lru_cache(maxsize=4096)
 def stage_layers(layers: int, dense_first: int, pp: int, vp: int, explicit: tuple[int, ...] = (),
-                 placement: Placement = Placement.LOOP) -> tuple[StageLayers, ...]:
-    """Dense and MoE layer counts per pipeline rank (with MIRROR: both stages a rank holds)."""
+                 placement: Placement = Placement.LOOP, mtp: int = 0) -> tuple[StageLayers, ...]:
+    """Dense and MoE layer counts per pipeline rank (with MIRROR: both stages a rank holds). `mtp`
+    multi-token-prediction layers, of the last layer's kind, run after the last chunk on its rank
+    (Megatron builds the MTP block in the post-process stage)."""
     chunks = chunk_sizes(layers, pp, vp, explicit)
     dense = [0] * pp
     moe = [0] * pp
@@ -96,4 +99,11 @@ def stage_layers(layers: int, dense_first: int, pp: int, vp: int, explicit: tupl
             dense[i] += d
             moe[i] += n - d
         start += n
+    if mtp:
+        c = len(chunks) - 1
+        for i in (c, pp - 1 - c) if placement is Placement.MIRROR else (chunk_rank(c, pp, placement),):
+            if layers > dense_first:
+                moe[i] += mtp
+            else:
+                dense[i] += mtp
     return tuple(StageLayers(dense=dense[i], moe=moe[i]) for i in range(pp))

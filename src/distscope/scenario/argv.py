@@ -61,5 +61,7 @@ def command(verb: str, workload: WorkloadFlags, system: SystemFlags, plan: PlanF
               "--global-batch", str(workload.global_batch)]
     if workload.seq is not None:
         always += ["--seq", str(workload.seq)]
+    if workload.mtp_layers is not None:
+        always += ["--mtp-layers", str(workload.mtp_layers)]
     rest = to_argv(dataclasses.replace(system, cluster=SystemFlags().cluster, gpus=SystemFlags().gpus), plan)
     return " ".join(shlex.quote(x) for x in ["distscope", *verb.split(), *always, *rest])

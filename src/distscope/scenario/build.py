@@ -250,6 +250,10 @@ def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cl
 
 def build_workload(flags: WorkloadFlags) -> tuple[ModelSpec, TrainingShape]:
     spec = get_model(flags.model)
+    if flags.mtp_layers is not None:
+        if flags.mtp_layers < 0:
+            raise DistscopeError(f"--mtp-layers={flags.mtp_layers} must be >= 0")
+        spec = dataclasses.replace(spec, mtp_layers=flags.mtp_layers)
     seq = default_seq(spec) if flags.seq is None else flags.seq
     check_seq(spec, seq)
     if flags.global_batch < 1:

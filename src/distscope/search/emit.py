@@ -25,11 +25,13 @@ from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
 
-def pipeline_layout(sizes: tuple[int, ...]) -> str:
-    """Megatron's --pipeline-model-parallel-layout for explicit chunk sizes, e.g. 'Et*11|t*11|t*10L'."""
+def pipeline_layout(sizes: tuple[int, ...], mtp: int = 0) -> str:
+    """Megatron's --pipeline-model-parallel-layout for explicit chunk sizes, e.g. 'Et*11|t*11|t*10L';
+    `mtp` MTP layers ('m') go before the loss in the last chunk, as Megatron requires
+    (pipeline_parallel_layer_layout.py: after every decoder layer, in the last virtual stage)."""
     chunks = [f"t*{n}" for n in sizes]
     chunks[0] = "E" + chunks[0]
-    chunks[-1] = chunks[-1] + "L"
+    chunks[-1] = chunks[-1] + "m" * mtp + "L"
     return "|".join(chunks)
 
 
@@ -73,9 +75,11 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
             a += ["--moe-expert-capacity-factor", str(plan.capacity_factor)]
         if plan.moe_a2a_overlap:
             a.append("--overlap-moe-expert-parallel-comm")
+    if spec.mtp_layers:
+        a += ["--mtp-num-layers", str(spec.mtp_layers)]
     sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
     if plan.pp > 1 and len(set(sizes)) > 1:
-        a += ["--pipeline-model-parallel-layout", pipeline_layout(sizes)]
+        a += ["--pipeline-model-parallel-layout", pipeline_layout(sizes, spec.mtp_layers)]
     elif plan.vp > 1:
         a += ["--num-layers-per-virtual-pipeline-stage", str(sizes[0])]
     if plan.sp:

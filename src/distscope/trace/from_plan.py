@@ -70,6 +70,7 @@ from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.trace.builder import CommOp, Group, LayerCost, StageExtras, StepSpec
 from distscope.trace.graph import CollKind
+from distscope.workload import params as P
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -222,10 +223,11 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         if v == 0 and tp > 1:  # vocab-parallel embedding output reduction (one RS with SP)
             op = CommOp(group=Group.TP, kind=RS if sp else AR, size_bytes=D_tp)
             layers.append(LayerCost(name="embedding", fwd_s=0.0, bwd_s=0.0, fwd_comm=(op,)))
-        for i in range(n):
-            moe = start + i >= n_dense_first
+        mtp = spec.mtp_layers if v == len(sizes) - 1 else 0  # MTP layers follow the last chunk (model/stages.py)
+        for i in range(n + mtp):
+            moe = start + i >= n_dense_first if i < n else P.mtp_last_is_moe(spec)
             c = costs[moe]
-            recomputes = recomputes_forward(plan, i)
+            recomputes = recomputes_forward(plan, i) and i < n
             fh = c.gemm_fwd_s / 2 if tp_overlap else 0.0
             bh = (c.gemm_fwd_s / 2 if split else c.gemm_fwd_s) if tp_overlap else 0.0
             ag2 = 1.0 if moe else ag  # a MoE block's dispatch input is not an FP8 linear's (estimate.py)
@@ -298,7 +300,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
         start += n
 
     extras = []
-    stages = stage_layers(spec.layers, n_dense_first, pp, vp, plan.stage_layers, placement)
+    stages = stage_layers(spec.layers, n_dense_first, pp, vp, plan.stage_layers, placement, spec.mtp_layers)
     per_mb_z3 = plan.zero_stage == 3 and plan.reshard_after_forward
     dp_overlap = Dim.DP in plan.overlap
     gbytes = plan.grad_reduce_dtype.bytes

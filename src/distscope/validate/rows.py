@@ -18,7 +18,8 @@ without them a split that does not divide uses Megatron's embedding/loss account
 `schedule` (plan.Schedule); `head_dim` where it is not hidden/heads (Qwen3: kv-channels 128 at
 hidden/heads 64). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
 `shared_experts`, `moe_dense_layers` (leading dense layers), `etp`, `capacity_factor` (blank =
-dropless), `moe_dispatcher` (alltoall | deepep; blank = alltoall). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
+dropless), `moe_dispatcher` (alltoall | deepep; blank = alltoall). `mtp_layers`: multi-token
+prediction depth (blank = the model's own, 0 for column-built models). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
 the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
 """
 
@@ -128,6 +129,12 @@ class _Cells:
 
 
 def _spec(c: _Cells) -> ModelSpec:
+    spec = _architecture(c)
+    mtp = c.opt_int("mtp_layers", lo=0)
+    return dataclasses.replace(spec, mtp_layers=mtp) if mtp is not None else spec
+
+
+def _architecture(c: _Cells) -> ModelSpec:
     arch = c.raw("arch").lower()
     ffn_raw = c.raw("ffn_act").lower()
     try:

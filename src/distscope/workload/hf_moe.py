@@ -7,8 +7,9 @@ fields that change only the router's numerics (scoring function, bias correction
 auxiliary-loss weights, jitter) cost nothing here and are accepted. Any other field that looks like an
 MoE setting is refused in one line naming it, its value and the fields this family reads: a layout
 distscope cannot price is never guessed. What is priced approximately says so in a warning: GPT-OSS's
-sliding-window layers (priced as full attention), DeepSeek's MTP modules (not priced), Llama 4's
-interleaved MoE layers (the dense ones placed first).
+sliding-window layers (priced as full attention) and Llama 4's interleaved MoE layers (the dense ones
+placed first). DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
+(ModelSpec.mtp_layers), priced on the last pipeline stage.
 """
 
 from __future__ import annotations
@@ -73,8 +74,7 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
                       qk_nope_head_dim=req(cfg, path, "qk_nope_head_dim"),
                       qk_rope_head_dim=req(cfg, path, "qk_rope_head_dim"), v_head_dim=req(cfg, path, "v_head_dim"))
         common = dict(common, head_dim=mla.qk_nope_head_dim)
-        if _count(cfg, path, "num_nextn_predict_layers"):
-            warn(f"{path}: num_nextn_predict_layers={cfg['num_nextn_predict_layers']}: the MTP module is not priced")
+        common = dict(common, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
     elif kind == "gpt_oss":
         moe = MoESpec(experts=req(cfg, path, "num_local_experts"),
                       top_k=req(cfg, path, "num_experts_per_tok", "experts_per_token"),

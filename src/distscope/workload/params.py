@@ -84,10 +84,25 @@ def head_params(spec: ModelSpec) -> int:
     return norm_params(spec) + (0 if spec.tied_embeddings else spec.vocab * spec.hidden)
 
 
+def mtp_own_params(spec: ModelSpec) -> int:
+    """What each MTP module adds besides its transformer layer: the two input norms and the 2h -> h
+    projection (the embedding and the output head are shared with the main model)."""
+    return 2 * norm_params(spec) + 2 * spec.hidden * spec.hidden
+
+
+def mtp_last_is_moe(spec: ModelSpec) -> bool:
+    """MTP modules repeat the kind of the model's last layer (DeepSeek-V3: an MoE layer)."""
+    return spec.moe is not None and spec.moe_layers > 0
+
+
 def total_params(spec: ModelSpec) -> int:
     layers = spec.dense_layers * dense_params_per_layer(spec, moe_layer=False)
     if spec.moe is not None:
         layers += spec.moe_layers * (dense_params_per_layer(spec, True) + expert_params_per_moe_layer(spec))
+    if spec.mtp_layers:
+        moe = mtp_last_is_moe(spec)
+        layer = dense_params_per_layer(spec, moe) + (expert_params_per_moe_layer(spec) if moe else 0)
+        layers += spec.mtp_layers * (layer + mtp_own_params(spec))
     return layers + embedding_params(spec) + head_params(spec)
 
 

@@ -94,6 +94,10 @@ class ModelSpec:
     head_dim: int = 0  # 0 means hidden // heads
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    # multi-token prediction depth (DeepSeek-V3 report sec. 2.2; Megatron --mtp-num-layers; HF
+    # num_nextn_predict_layers): each module is a projection of [norm(h); norm(embedding)] (2h -> h), one
+    # more transformer layer of the last layer's kind and another pass through the shared output head
+    mtp_layers: int = 0
     official_params: float = 0.0  # published total parameter count, for tests
     official_params_precision: float = 0.0  # the published figure's rounding unit (e.g. 0.1e9 for "1.7B")
     source: str = ""
@@ -108,6 +112,8 @@ class ModelSpec:
             )
         if self.head_dim == 0 and self.hidden % self.heads:
             raise DistscopeError(f"model {self.name}: hidden={self.hidden} not divisible by heads={self.heads}")
+        if self.mtp_layers < 0:
+            raise DistscopeError(f"model {self.name}: mtp_layers={self.mtp_layers} must be >= 0")
         if self.position is PositionKind.LEARNED and self.max_positions < 1:
             raise DistscopeError(f"model {self.name}: learned positions need max_positions >= 1")
 
