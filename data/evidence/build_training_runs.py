@@ -22,7 +22,7 @@ with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newl
     CONTRACT = next(csv.reader(_f))
 OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
             "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim",
-            "moe_dispatcher", "mtp_layers"]
+            "moe_dispatcher", "mtp_layers", "moe_a2a_overlap"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -88,7 +88,7 @@ def f4_megatron_moe(row: dict) -> float:
     a, g, V = row["heads"], row["kv_heads"], row["vocab"]
     k, fe = row["top_k"], row["moe_ffn_hidden"]
     fsh = row["shared_experts"] * fe
-    q_over_h = 1.0
+    q_over_h = row["head_dim"] * a / h if row.get("head_dim") else 1.0  # kv_channels·heads / hidden
     mlp = 12 * n_layers * h * (fe * k * 1.5 + fsh * 1.5)
     attn = 12 * n_layers * h * h * (1 + g / a + s / h / 2) * q_over_h
     return B * s * (mlp + attn + 6 * h * V)
@@ -306,8 +306,16 @@ for nodes, t in ((16, 346.67), (32, 180.82), (64, 97.53), (128, 55.18), (256, 36
                     "12lh^2 + (V+s)h; iteration 1 excluded")
     add(**row)
 
+# NVL72 racks: one NVLink 5 domain (900 GB/s per GPU per direction) per rack; how a job's ranks sit on racks is
+# not stated, so a job of >= 64 GPUs is taken as whole racks of 64 GPUs (16 of the 18 compute trays, as NVIDIA's
+# DGX GB200 SuperPOD scheduling blocks), a smaller one as one domain. Scale-out per GPU: ConnectX-7 400 Gb/s on
+# GB200 (50 GB/s), ConnectX-8 800 Gb/s on GB300 (100 GB/s)
+SYSTEMS = {"GB300": dict(gpu="gb300", intra_node_GBps=900, inter_node_GBps_per_gpu=100),
+           "GB200": dict(gpu="gb200", intra_node_GBps=900, inter_node_GBps_per_gpu=50),
+           "B200": dict(B200_NODE), "H100": dict(DGX_H100)}
+
 # ---- E8: yanring/Megatron-MoE-ModelZoo best_practice/{mixtral,qwen3} ------------------------------------
-E8 = "E8 Megatron-MoE-ModelZoo best_practice (H100)"
+E8 = "E8 Megatron-MoE-ModelZoo best_practice (H100, GB200, GB300)"
 MIX = dict(seq_len=4096, global_batch=256, micro_batch=1, tp=2, pp=8, vp=7, dp=8, cp=1, ep=8, sequence_parallel=1,
            zero_stage=0, distributed_optimizer=1, recompute="none", num_gpus=128, **DGX_H100,
            framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025", schedule="interleaved-1f1b",
@@ -352,12 +360,54 @@ for rid, layout, t, extra in (
                                             distributed_optimizer=1, overlap="dp,tp,pp", recompute="none",
                                             schedule="interleaved-1f1b", moe_dispatcher="deepep"), 29.0,
      "intra-node EP, DeepEP, EDP 4, GA 256, no recompute, code main(1e057005)"),
+    ("E8-Qwen3-235B-TP2-EP32-PP8-a2aoverlap-bf16",
+     dict(micro_batch=1, tp=2, pp=8, vp=4, dp=16, cp=1, ep=32, zero_stage=0, distributed_optimizer=1,
+          overlap="dp,tp,pp", recompute="selective", schedule="interleaved-1f1b", moe_dispatcher="deepep",
+          moe_a2a_overlap=1), 17.6,
+     "cross-node EP, DeepEP, GA 128, code moe_dev(f3e6c5), the table's '+1f1b overlap' row: "
+     "--overlap-moe-expert-parallel-comm --delay-wgrad-compute (sbatch_benchmarking.sh A2A_OVERLAP=1)"),
 ):
     row = dict(run_id=rid, source=E8, **QWEN3_235B, **layout, **QWEN)
     row["measured_step_time_s"] = t
     row["step_time_basis"] = "iteration time as printed ('Step time (sec)' column)"
     row["reported"] = f"{t} s/step"
     row["notes"] = f"{QWEN_NOTE}; {extra}"
+    add(**row)
+
+# best_practice/qwen3/readme.md @ e865051, GB200 and GB300 tables (Qwen3-235B-A22B, HybridEP, forced balance):
+# TFLOPS per GPU by Megatron's num_floating_point_operations, so step = F4 / (TFLOPS x GPUs). A tray holds 4
+# GPUs (NNODES counts trays); Slurm --segment=SEGMENT keeps SEGMENT trays in one NVLink domain, so the domain
+# the job is sure of is SEGMENT x 4 GPUs (gpus_per_node). HybridEP inside the domain prices as the all-to-all
+# dispatcher. Not in the table, from the commands: cuda graphs over attn / router / preprocess (host work only),
+# the long-context and MXFP8 runs' selective recompute of moe_act and layernorm (element-wise), and the
+# GB200 MXFP8 run's activation offloading of expert fc1 and moe_act (memory; its copies are not priced).
+QWEN_GB = dict(seq_len=4096, sequence_parallel="auto", zero_stage=0, distributed_optimizer=1, overlap="dp,tp,pp",
+               framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025",
+               moe_dispatcher="alltoall", **QWEN3_MOE)
+for rid, system, n, seg, prec, lay, tflops, extra in (
+    ("E8-GB200-Qwen3-235B-PP8EP8-bf16", "GB200", 256, 2, "bf16",
+     dict(tp=1, pp=8, vp=1, cp=1, ep=8, micro_batch=1, global_batch=8192, recompute="none"), 750, ""),
+    ("E8-GB200-Qwen3-235B-PP4EP64-mxfp8", "GB200", 256, 16, "mxfp8",
+     dict(tp=1, pp=4, vp=6, cp=1, ep=64, micro_batch=3, global_batch=3072, recompute="selective", moe_a2a_overlap=1),
+     919, "activation offloading of expert fc1 and moe_act (not priced); A2A_OVERLAP=1"),
+    ("E8-GB200-Qwen3-235B-128k-mxfp8", "GB200", 128, 8, "mxfp8",
+     dict(tp=4, pp=4, vp=12, cp=4, ep=32, micro_batch=1, global_batch=1024, recompute="selective", seq_len=131072),
+     1150, "long context 128k, MoE parallel folding (EP 32 over TP x CP x DP = 32)"),
+    ("E8-GB300-Qwen3-235B-EP64-mxfp8", "GB300", 64, 16, "mxfp8",
+     dict(tp=1, pp=1, vp=1, cp=1, ep=64, micro_batch=1, global_batch=8192, recompute="none", moe_a2a_overlap=1),
+     1055, "A2A_OVERLAP=1"),
+):
+    sysd = dict(SYSTEMS[system], gpus_per_node=seg * 4)
+    row = dict(run_id=rid, source=E8, **QWEN3_235B, **dict(QWEN_GB, **lay), precision=prec, num_gpus=n, **sysd)
+    row["dp"] = n // (row["tp"] * row["pp"] * row["cp"])
+    if row["tp"] > 1 or row["pp"] > 1:
+        row["schedule"] = "interleaved-1f1b" if row["vp"] > 1 else ""
+    row["measured_step_time_s"] = f4_megatron_moe(row) / (tflops * 1e12 * n)
+    row["step_time_basis"] = f"F4 (Megatron-Core MoE model FLOPs, README) / ({tflops} TFLOP/s x {n} GPUs)"
+    row["reported"] = f"{tflops} TFLOP/s/GPU"
+    row["notes"] = "; ".join(x for x in (
+        f"{n // 4} {system} trays, --segment={seg} ({seg * 4}-GPU NVLink domain), HybridEP, forced balance, "
+        "cuda graphs attn/router/preprocess", extra) if x)
     add(**row)
 
 
@@ -384,13 +434,6 @@ DSV3 = dict(model="deepseek-v3", arch="catalog", params_B=671, layers=61, hidden
 QWEN3_235B_E9 = dict(QWEN3_235B, **QWEN3_MOE)
 E9_MODELS = {"LLAMA3_8B": LLAMA3_8B, "LLAMA3_70B": LLAMA3_70B, "LLAMA3.1_405B": LLAMA3_405B, "DeepSeekV3": DSV3,
              "GPT OSS 120B": GPT_OSS_120B, "Qwen3_30B_a3B": QWEN3_30B, "Qwen3_235B_a22B": QWEN3_235B_E9}
-# NVL72 racks: one NVLink 5 domain (900 GB/s per GPU per direction) per rack; how a job's ranks sit on racks is
-# not stated, so a job of >= 64 GPUs is taken as whole racks of 64 GPUs (16 of the 18 compute trays, as NVIDIA's
-# DGX GB200 SuperPOD scheduling blocks), a smaller one as one domain. Scale-out per GPU: ConnectX-7 400 Gb/s on
-# GB200 (50 GB/s), ConnectX-8 800 Gb/s on GB300 (100 GB/s)
-SYSTEMS = {"GB300": dict(gpu="gb300", intra_node_GBps=900, inter_node_GBps_per_gpu=100),
-           "GB200": dict(gpu="gb200", intra_node_GBps=900, inter_node_GBps_per_gpu=50),
-           "B200": dict(B200_NODE), "H100": dict(DGX_H100)}
 # (system, model, GPUs, precision, GBS, MBS, seq, FSDP, TP, PP, CP, VP, EP, GA, tokens/s/GPU, note): the table's
 # cells; where a cell reads "FP8-CS (FP8-MX)" and "A (B)", the bracketed figure is the MXFP8 run of the same row
 E9_TABLE = [

@@ -1,5 +1,6 @@
 """Multi-token prediction (ModelSpec.mtp_layers): one more layer of the last kind and another head pass on
-the last pipeline stage, the same in `estimate`, the generated trace and Megatron's arguments."""
+the last pipeline stage, the same in `estimate`, the generated trace and Megatron's arguments; and the two
+optional CSV columns that carry published MoE runs' settings (`mtp_layers`, `moe_a2a_overlap`)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,14 @@ def test_csv_column_sets_the_depth_and_refuses_a_negative_one() -> None:
     assert parse_row(row, 2).spec.mtp_layers == 1
     with pytest.raises(DistscopeError, match="mtp_layers"):
         parse_row({**row, "mtp_layers": "-1"}, 2)
+
+
+def test_a2a_overlap_column_reaches_the_plan_and_bad_cells_are_one_line() -> None:
+    rows = {r["run_id"]: r for _, r in read_rows(Path(__file__).parents[2] / "data/evidence/training_runs.csv")}
+    on = parse_row(rows["E8-Qwen3-235B-TP2-EP32-PP8-a2aoverlap-bf16"], 2)
+    off = parse_row(rows["E8-Qwen3-235B-TP2-EP32-PP8-bf16"], 2)
+    assert on.moe_a2a_overlap and not off.moe_a2a_overlap
+    with pytest.raises(DistscopeError, match="moe_a2a_overlap"):
+        parse_row({**rows["E8-Qwen3-235B-TP2-EP32-PP8-bf16"], "moe_a2a_overlap": "yes"}, 2)
+    with pytest.raises(DistscopeError, match="moe_a2a_overlap.*needs a MoE model"):
+        parse_row({**rows["E6-MPT-1b-s512-fp8"], "moe_a2a_overlap": "1"}, 2)

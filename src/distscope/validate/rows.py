@@ -19,7 +19,9 @@ without them a split that does not divide uses Megatron's embedding/loss account
 hidden/heads 64). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn_hidden),
 `shared_experts`, `moe_dense_layers` (leading dense layers), `etp`, `capacity_factor` (blank =
 dropless), `moe_dispatcher` (alltoall | deepep; blank = alltoall). `mtp_layers`: multi-token
-prediction depth (blank = the model's own, 0 for column-built models). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
+prediction depth (blank = the model's own, 0 for column-built models). `moe_a2a_overlap` 0/1: the EP
+all-to-all overlapped with another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm,
+1F1B A2A overlap; blank = 0). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
 the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
 """
 
@@ -77,6 +79,7 @@ class Row:
     etp: int | None = None
     capacity_factor: float | None = None
     moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
+    moe_a2a_overlap: bool = False
 
 
 class _Cells:
@@ -273,9 +276,12 @@ def parse_row(row: dict[str, str], line: int) -> Row:
             raise c.fail("moe_dispatcher", f"must be one of {', '.join(d.value for d in MoeDispatcher)}") from None
     spec = _spec(c)
     if spec.moe is None:
-        for col in ("etp", "capacity_factor", "moe_dispatcher"):
+        for col in ("etp", "capacity_factor", "moe_dispatcher", "moe_a2a_overlap"):
             if not c.blank(col):
                 raise c.fail(col, "needs a MoE model (experts > 1)")
+    a2a_overlap = False if c.blank("moe_a2a_overlap") else c.flag("moe_a2a_overlap")
+    if a2a_overlap is None:
+        raise c.fail("moe_a2a_overlap", "must be 0 or 1")
     return Row(
         run_id=rid, spec=spec, seq_len=c.int("seq_len"), global_batch=c.int("global_batch"),
         micro_batch=None if c.auto("micro_batch") else c.int("micro_batch"),
@@ -289,7 +295,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         measured_step_time_s=c.float("measured_step_time_s"),
         first_stage_layers=c.opt_int("first_stage_layers", lo=0), last_stage_layers=c.opt_int("last_stage_layers", lo=0),
         reshard_after_forward=reshard, schedule=_schedule(c), etp=c.opt_int("etp"), capacity_factor=capacity,
-        moe_dispatcher=dispatcher,
+        moe_dispatcher=dispatcher, moe_a2a_overlap=a2a_overlap,
     )
 
 
