@@ -8,10 +8,13 @@ rows to DEFAULT_CEILING.
 
 Fused attention: achieved fraction of the dtype's dense peak per (kernel, causal, head dim,
 sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at the measured range
-(attention.csv). A family with rows of its own uses them; a family with only a few anchor rows
-(A100: FlashAttention-2's 73% figure of merit) takes the H100 curve of the same kernel scaled to
-pass through its anchors; any other family takes the H100 curve scaled by the ratio of the two
+(attention.csv). A family with rows of its own uses them within the head dims they cover; a family
+with only a few anchor rows (A100: FlashAttention-2's 73% figure of merit; Blackwell: cuDNN at head dim
+64) takes the H100 curve of the same kernel scaled to pass through its anchors, at every head dim and
+pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
 devices' GEMM ceilings (the kernel reaches the same share of what the device's matmul reaches).
+B200 and GB200 carry the same GPU die, so they share attention rows (ATTENTION_DIE), each against its
+own peak.
 A (causal, pass) without rows is derived: causal backward = non-causal backward x (causal forward /
 non-causal forward) at the same head dim and sequence.
 """
@@ -30,6 +33,7 @@ from distscope.system.device import get_device
 
 DEFAULT_CEILING = 0.70  # a family/dtype without published GEMM data: a typical vendor-library figure
 REFERENCE_FAMILY = "h100"  # the family whose attention curves are measured in full
+ATTENTION_DIE = {"b200": "gb200"}  # same Blackwell GPU die (DGX B200 at 1000 W, GB200 at 1200 W)
 FAMILY_ALIAS = {"h800": "h100", "h200": "h100"}  # same SMs and clocks (H200/H800 differ in memory/links only)
 # no published measurement: the nearest measured part, named in a warning (missing_tables)
 FALLBACK_FAMILY = {"gb300": "b300", "mi355x": "mi300x", "mi325x": "mi300x"}
@@ -148,17 +152,24 @@ def _measured(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim
     return None
 
 
+def _covers(fam: str, dt: DType, kernel: str, head_dim: float) -> bool:
+    """The family's own rows of this kernel span `head_dim` (else the reference curve is scaled to them)."""
+    hds = [hd for (f, d, k, _, _), c in _attention().items() if (f, d, k) == (fam, dt, kernel) for hd in c]
+    return bool(hds) and min(hds) <= head_dim <= max(hds)
+
+
 def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bool, head_dim: float, seq: float,
                          pss: str) -> float:
     """Achieved fraction of the dtype's dense peak of one fused-attention pass ('fwd' or 'bwd')."""
     fam = FAMILY_ALIAS.get(family(device_name), family(device_name))
+    fam = ATTENTION_DIE.get(fam, fam)
     ref = _measured(REFERENCE_FAMILY, dtype, kernel, causal, pss, head_dim, seq)
     if ref is None:  # no such kernel/dtype measured on the reference device: FlashAttention-2 in bf16
         ref = _measured(REFERENCE_FAMILY, DType.BF16, "fa2", causal, pss, head_dim, seq)
         assert ref is not None
     if fam == REFERENCE_FAMILY:
         return ref
-    own = _measured(fam, dtype, kernel, causal, pss, head_dim, seq)
+    own = _measured(fam, dtype, kernel, causal, pss, head_dim, seq) if _covers(fam, dtype, kernel, head_dim) else None
     if own is not None:
         return own
     for k in (kernel, "fa2"):  # a kernel the family has no data for (FA3 is Hopper-only): its FlashAttention-2
