@@ -83,5 +83,5 @@ def test_a2a_overlap_column_reaches_the_plan_and_bad_cells_are_one_line() -> Non
     assert on.moe_a2a_overlap and not off.moe_a2a_overlap
     with pytest.raises(DistscopeError, match="moe_a2a_overlap"):
         parse_row({**rows["E8-Qwen3-235B-TP2-EP32-PP8-bf16"], "moe_a2a_overlap": "yes"}, 2)
-    with pytest.raises(DistscopeError, match="moe_a2a_overlap.*needs a MoE model"):
+    with pytest.raises(DistscopeError, match=r"moe_a2a_overlap.*needs a MoE model"):
         parse_row({**rows["E6-MPT-1b-s512-fp8"], "moe_a2a_overlap": "1"}, 2)
