@@ -25,8 +25,9 @@ Counts per layer forward (backward issues twice the ops: data and weight gradien
   Two per expert in the forward (fc1, fc2), four in the backward. PyTorch-native stacks
   (torch._grouped_mm) issue the grouped GEMM as one op.
 
-t_op = 10 µs: the time PyTorch spends dispatching an op (serve/calibration.py's eager floor; the GB200
-study: "a simple torch.empty ... will generate a few microseconds of overhead on the host side").
+t_op = 10 µs: the time PyTorch spends dispatching an op (the GB200 study: "a simple torch.empty ... will
+generate a few microseconds of overhead on the host side"); serve/calibration.py's eager launch floor is
+DENSE_LAYER_OPS of them per layer.
 t_expert_gemm = 33 µs: TransformerEngine PR #3134's SM100 benchmark of the multi-stream cuBLASLt
 grouped GEMM, 8 experts × 128 tokens at N = K = 2048, takes 0.267 ms with pre-swizzled operands,
 while the same GEMMs in one CUTLASS launch take 0.069 ms: 33 µs per expert GEMM whose math is under

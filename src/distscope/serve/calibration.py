@@ -19,7 +19,8 @@ or the stacks' own documentation (see each module).
   processing, detokenisation, streaming). The prior, 67 µs, is the vLLM v0.6.0 blog's profile (see
   stack.py); the bound [0, 100 µs] brackets it.
 The eager-PyTorch counterpart of the launch floor (vLLM/SGLang prefills outside CUDA graphs) is not
-fitted: ~12 kernels per layer at the ~10 µs PyTorch spends dispatching an op, 120 µs per layer.
+fitted: ~12 kernels per layer at the ~10 µs PyTorch spends dispatching an op, 120 µs per layer (the
+training estimator's host floor, model/host.py, uses the same two figures).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from collections.abc import Iterator
 from importlib import resources
 
 from distscope.errors import DistscopeError
+from distscope.model import host
 
-EAGER_LAYER_LAUNCH_S = 120e-6
+EAGER_LAYER_LAUNCH_S = host.DENSE_LAYER_OPS * host.OP_S
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
