@@ -152,6 +152,7 @@ def _measured(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim
     return None
 
 
+@functools.cache
 def _covers(fam: str, dt: DType, kernel: str, head_dim: float) -> bool:
     """The family's own rows of this kernel span `head_dim` (else the reference curve is scaled to them)."""
     hds = [hd for (f, d, k, _, _), c in _attention().items() if (f, d, k) == (fam, dt, kernel) for hd in c]
