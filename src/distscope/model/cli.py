@@ -29,6 +29,11 @@ def estimate_cmd(
     from distscope.report.estimate_table import estimate_json, estimate_tables
 
     check_report(report)
+    from distscope.workload.module_graph import is_module_ref
+
+    if is_module_ref(workload.model):
+        _estimate_module(workload, system, plan, as_json=as_json, other=bool(report or comm_volume or quant_gbps))
+        return
     sc = S.build_scenario(workload, system, plan)
     if comm_volume:
         from distscope.trace.volume import volume_report, volume_table
@@ -77,3 +82,62 @@ def estimate_cmd(
                   f"uncompressed ({', '.join(diffs) or 'no term moves by 1 ms'})"
                   + ("; the quantize/dequantize passes cost more than the wire time they save"
                      if verdict == "slower" else ""), markup=False)
+
+
+# the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
+_MODULE_FLAGS = {"dp", "zero"}
+
+
+def _estimate_module(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
+                     other: bool) -> None:
+    """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.py."""
+    import dataclasses
+
+    from rich.table import Table
+
+    from distscope.errors import DistscopeError
+    from distscope.model.module_estimate import estimate_module
+    from distscope.report.console import out, print_json
+    from distscope.workload.module_graph import load_factory, parse_inputs, trace_module
+
+    default = S.PlanFlags()
+    for f in dataclasses.fields(plan):
+        if f.name not in _MODULE_FLAGS and getattr(plan, f.name) != getattr(default, f.name):
+            flag = f.metadata["decls"][0].split("/")[0]
+            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a torch module is planned data-parallel only "
+                                 "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
+                                 "structure (use a transformer model)")
+    if other:
+        raise DistscopeError("--report, --comm-volume and --quant-gbps are for transformer models")
+    try:
+        import torch  # noqa: F401  (the module is traced with it)
+    except ImportError:
+        raise DistscopeError(f"--model {workload.model}: tracing a torch module needs PyTorch, which is not "
+                             "installed: pip install 'distscope[torch]'") from None
+    if workload.mtp_layers is not None or workload.seq is not None:
+        raise DistscopeError("--seq and --mtp-layers are for transformer models; a torch module is shaped by --input")
+    inputs = parse_inputs(workload.input)
+    cluster = S.build_cluster(system)
+    dp = cluster.num_gpus if plan.dp is None else plan.dp
+    if dp < 1 or dp > cluster.num_gpus:
+        raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
+    factory, name = load_factory(workload.model)
+    graph = trace_module(factory, inputs, name)
+    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
+    d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
+         "zero": plan.zero or 0, "global_batch": workload.global_batch, "ops": len(graph.ops)} | est.to_dict()
+    if as_json:
+        print_json(d)
+        return
+    t = Table(title=f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
+                    f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}")
+    t.add_column("term")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in est.breakdown_s.items():
+        t.add_row(k, f"{v:.4f}", f"{v / est.step_time_s:.1%}")
+    out.print(t)
+    gib = 2**30
+    out.print(f"step {est.step_time_s:.4f} s, {est.samples_per_s:,.0f} samples/s, MFU {est.mfu:.1%}; memory per GPU "
+              f"{sum(est.memory_bytes.values()) / gib:.1f} GiB of {est.capacity_bytes / gib:.1f} GiB"
+              + ("" if est.feasible else " (does not fit)"), markup=False)

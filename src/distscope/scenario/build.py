@@ -250,6 +250,9 @@ def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cl
 
 def build_workload(flags: WorkloadFlags) -> tuple[ModelSpec, TrainingShape]:
     spec = get_model(flags.model)
+    if flags.input is not None:
+        raise DistscopeError(f"--input is for torch modules (--model torch:FILE.py:FACTORY); {flags.model} is a "
+                             "transformer model, shaped by --seq and --global-batch")
     if flags.mtp_layers is not None:
         if flags.mtp_layers < 0:
             raise DistscopeError(f"--mtp-layers={flags.mtp_layers} must be >= 0")

@@ -1,0 +1,119 @@
+"""A training step of an arbitrary module (workload/module_graph.py) on a cluster: data parallel, plain
+(DDP) or fully sharded (FSDP / ZeRO-3). Tensor, pipeline, context and expert parallelism need the
+model's structure and are refused for such modules.
+
+Per op of one micro-batch on one GPU (efficiency.py's device model):
+- GEMM: gemm_s at its (M, N, K);
+- convolution: cuDNN's implicit GEMM, priced on the GEMM curve at (N·H_out·W_out, C_out,
+  C_in/groups·k_h·k_w), times its FLOPs over 2MNK (a backward computing both gradients costs twice);
+  no published convolution-efficiency table is used yet, so depthwise and small-channel layers are
+  as fast here as a GEMM of their shape;
+- fused attention: its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
+- any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each.
+Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
+run ahead across the pass: max(GPU, host)).
+
+Data parallel (all GPUs; the leading input dim is the per-GPU micro-batch):
+- DDP: the gradients' all-reduce overlaps the last micro-batch's backward bucket by bucket; the last
+  bucket (estimate.DDP_BUCKET_PARAMS) is never hidden: exposed = max(last bucket, t_ar − t_bwd).
+- FSDP (--zero 3): per micro-batch the weights are all-gathered for the forward and again for the
+  backward and the gradients reduce-scattered; exposed = max(0, t_ag − t_fwd) + max(0, t_ag + t_rs − t_bwd).
+The optimizer is Adam over the local shard at HBM speed (estimate.ADAM_BYTES_PER_PARAM).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from distscope.comm import Collective, collective_s, group_net
+from distscope.errors import DistscopeError
+from distscope.model import efficiency as eff
+from distscope.model import host
+from distscope.model.estimate import ADAM_BYTES_PER_PARAM, DDP_BUCKET_PARAMS, MASTER_BYTES_PER_PARAM
+from distscope.model.memory import WORKSPACE_BYTES
+from distscope.system.device import Device
+from distscope.system.topology import Cluster
+from distscope.workload.module_graph import ModuleGraph, Op, OpKind, Phase
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleEstimate:
+    step_time_s: float
+    breakdown_s: dict[str, float]  # sums to step_time_s
+    micro_batches: int
+    samples_per_s: float
+    flops_per_gpu: float  # per step, forward + backward
+    mfu: float
+    memory_bytes: dict[str, float]
+    capacity_bytes: float
+
+    @property
+    def feasible(self) -> bool:
+        return sum(self.memory_bytes.values()) <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_time_s": self.step_time_s, "breakdown_s": dict(self.breakdown_s),
+                "micro_batches": self.micro_batches, "samples_per_s": self.samples_per_s,
+                "flops_per_gpu_per_step": self.flops_per_gpu, "mfu": self.mfu,
+                "memory_per_gpu_bytes": sum(self.memory_bytes.values()), "memory_breakdown_bytes": dict(self.memory_bytes),
+                "capacity_bytes": self.capacity_bytes, "feasible": self.feasible}
+
+
+def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
+    """One op's GPU time (module docstring)."""
+    dt = graph.dtype
+    if op.kind is OpKind.GEMM and op.gemm is not None:
+        return eff.gemm_s(device, dt, *op.gemm)
+    if op.kind is OpKind.CONV and op.gemm is not None:
+        m, n, k = op.gemm
+        return eff.gemm_s(device, dt, m, n, k) * op.flops / (2.0 * m * n * k) if op.flops else 0.0
+    if op.kind is OpKind.ATTENTION:
+        return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
+    return eff.elementwise_s(device, op.bytes, 1)
+
+
+def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int) -> ModuleEstimate:
+    """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`."""
+    if zero not in (0, 3):
+        raise DistscopeError(f"--zero={zero}: a torch module is trained with DDP (--zero 0) or FSDP (--zero 3)")
+    per_step = graph.micro_batch * dp
+    if global_batch % per_step:
+        raise DistscopeError(f"--global-batch={global_batch} is not a multiple of micro-batch {graph.micro_batch} "
+                             f"(the --input's leading dim) x dp {dp} = {per_step}")
+    m = global_batch // per_step
+    dev = cluster.device
+    kinds = {k: 0.0 for k in OpKind}
+    passes = {p: 0.0 for p in Phase}
+    n_ops = {p: 0 for p in Phase}
+    for op in graph.ops:
+        t = op_s(op, dev, graph)
+        kinds[op.kind] += t
+        passes[op.phase] += t
+        n_ops[op.phase] += 1
+    fwd = max(passes[Phase.FORWARD], n_ops[Phase.FORWARD] * host.OP_S)
+    bwd = max(passes[Phase.BACKWARD], n_ops[Phase.BACKWARD] * host.OP_S)
+    host_wait = (fwd + bwd) - (passes[Phase.FORWARD] + passes[Phase.BACKWARD])
+    b = graph.dtype.bytes
+    g = group_net(cluster, dp, 1)
+    dp_exposed = 0.0
+    if dp > 1 and zero == 0:
+        t_ar = collective_s(Collective.ALL_REDUCE, graph.params * b, g)
+        dp_exposed = max(t_ar * min(1.0, DDP_BUCKET_PARAMS / max(graph.params, 1)), t_ar - bwd)
+    elif dp > 1:
+        t_ag = collective_s(Collective.ALL_GATHER, graph.params * b, g)
+        t_rs = collective_s(Collective.REDUCE_SCATTER, graph.params * b, g)
+        dp_exposed = m * (max(0.0, t_ag - fwd) + max(0.0, t_ag + t_rs - bwd))
+    shard = dp if zero == 3 else 1
+    opt = eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, dev.hbm_Bps)
+    gpu = {k: v * m for k, v in kinds.items()}
+    breakdown = {k.value: gpu[k] for k in OpKind} | {"host": host_wait * m, "dp": dp_exposed, "optimizer": opt}
+    step = sum(breakdown.values())
+    flops = graph.flops() * m
+    memory = {"weights": graph.params * b / shard, "grads": graph.params * b / shard,
+              "optimizer": graph.params * MASTER_BYTES_PER_PARAM / shard, "activations": graph.saved_bytes,
+              "workspace": WORKSPACE_BYTES}
+    return ModuleEstimate(step_time_s=step, breakdown_s=breakdown, micro_batches=m,
+                          samples_per_s=global_batch / step, flops_per_gpu=flops,
+                          mfu=flops / (step * dev.flops(graph.dtype)), memory_bytes=memory,
+                          capacity_bytes=cluster.memory_capacity_bytes)

@@ -1,0 +1,249 @@
+"""Any `torch.nn.Module` as a workload: its training step traced on the meta device into an op graph.
+
+`--model torch:path/to/file.py:factory` (a function returning the module) or
+`--model torchvision:resnet50` / `timm:NAME` (where the package installs), with a sample input spec
+`--input "x:8x3x224x224:bf16"` (name:shape:dtype, comma-separated for several inputs; the leading dim
+is the per-GPU micro-batch). The module is built under `torch.device("meta")`, so no weights are
+allocated and nothing runs: one forward and one backward (of the sum of the outputs) are dispatched
+through a TorchDispatchMode that records every aten op with its shapes. Each op becomes:
+
+- a GEMM (mm, addmm, bmm, baddbmm) with its (M, N, K);
+- a convolution (forward or backward) with its implicit-GEMM dims (M = N·H_out·W_out, N = C_out,
+  K = C_in/groups·k_h·k_w) and its FLOPs from torch's own formulas (torch.utils.flop_counter);
+- a fused attention (SDPA flash / efficient / cuDNN, forward or backward) with its FLOPs;
+- an element-wise or reduction kernel priced by the bytes it reads and writes;
+- nothing, for views and metadata ops (they launch no kernel).
+
+FLOPs follow torch.utils.flop_counter (FlopCounterMode's registry), so the graph's total equals what
+FlopCounterMode reports for the same step. The bytes the autograd graph keeps for the backward
+(saved tensors) are the activation memory per micro-batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import importlib.util
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from distscope.dtypes import DType
+from distscope.errors import DistscopeError
+
+PREFIXES = ("torch:", "torchvision:", "timm:")
+_INPUT = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([0-9x]+)\s*:\s*(\w+)\s*$")
+_DTYPES = {"bf16": DType.BF16, "fp16": DType.FP16, "fp32": DType.FP32}
+
+
+class OpKind(enum.Enum):
+    GEMM = "gemm"
+    CONV = "conv"
+    ATTENTION = "attention"
+    MEMORY = "memory"  # element-wise, normalization, reduction: HBM traffic
+
+
+class Phase(enum.Enum):
+    FORWARD = "forward"
+    BACKWARD = "backward"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Op:
+    name: str  # the aten op
+    kind: OpKind
+    phase: Phase
+    flops: float
+    bytes: float  # read + written
+    gemm: tuple[float, float, float] | None = None  # (M, N, K): GEMMs and convolutions' implicit GEMM
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleGraph:
+    """One micro-batch's training step of a module on one GPU."""
+
+    name: str
+    params: int
+    dtype: DType
+    micro_batch: int  # leading dim of the first input
+    ops: tuple[Op, ...]
+    saved_bytes: float  # tensors autograd keeps from the forward for the backward
+
+    def flops(self, phase: Phase | None = None) -> float:
+        return sum(o.flops for o in self.ops if phase is None or o.phase is phase)
+
+
+def is_module_ref(model: str) -> bool:
+    return model.startswith(PREFIXES)
+
+
+def parse_inputs(text: str | None) -> tuple[InputSpec, ...]:
+    """`x:8x3x224x224:bf16[,y:...]` into input specs (one line naming the bad part otherwise)."""
+    if not text or not text.strip():
+        raise DistscopeError('--input is required with a torch model, e.g. --input "x:8x3x224x224:bf16"')
+    out = []
+    for part in text.split(","):
+        m = _INPUT.match(part)
+        if m is None:
+            raise DistscopeError(f"--input {part.strip()!r} is not name:shape:dtype (e.g. x:8x3x224x224:bf16)")
+        name, dims, dt = m.groups()
+        shape = tuple(int(d) for d in dims.split("x") if d)
+        if not shape or any(d < 1 for d in shape) or len(shape) != len(dims.split("x")):
+            raise DistscopeError(f"--input {part.strip()!r}: shape {dims!r} needs positive dims joined by x")
+        if dt.lower() not in _DTYPES:
+            raise DistscopeError(f"--input {part.strip()!r}: dtype {dt!r} is not one of {', '.join(_DTYPES)}")
+        out.append(InputSpec(name=name, shape=shape, dtype=_DTYPES[dt.lower()]))
+    return tuple(out)
+
+
+def load_factory(ref: str) -> tuple[Callable[[], Any], str]:
+    """The module factory `ref` names, and a display name (one line when it cannot be loaded)."""
+    kind, _, rest = ref.partition(":")
+    if kind == "torch":
+        path, sep, fn = rest.rpartition(":")
+        if not sep or not path or not fn:
+            raise DistscopeError(f"--model {ref!r}: expected torch:path/to/file.py:factory")
+        p = Path(path)
+        if not p.is_file():
+            raise DistscopeError(f"--model {ref!r}: file {path!r} does not exist")
+        spec = importlib.util.spec_from_file_location(f"_distscope_user_{p.stem}", p)
+        if spec is None or spec.loader is None:
+            raise DistscopeError(f"--model {ref!r}: {path!r} is not a Python file")
+        mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as exc:  # the user's file: report its error in one line
+            raise DistscopeError(f"--model {ref!r}: importing {path!r} failed: {type(exc).__name__}: {exc}") from None
+        factory = getattr(mod, fn, None)
+        if not callable(factory):
+            names = sorted(n for n, v in vars(mod).items() if callable(v) and not n.startswith("_"))
+            raise DistscopeError(f"--model {ref!r}: {path!r} has no callable {fn!r} (callables: {', '.join(names[:8])})")
+        return factory, f"{p.stem}.{fn}"
+    package = {"torchvision": "torchvision.models", "timm": "timm"}[kind]
+    try:
+        lib = importlib.import_module(package)
+    except ImportError:
+        raise DistscopeError(f"--model {ref!r}: {kind} is not installed (pip install {kind})") from None
+    except Exception as exc:  # e.g. a torchvision built for another torch
+        raise DistscopeError(f"--model {ref!r}: importing {kind} failed: {type(exc).__name__}: {exc}") from None
+    if kind == "timm":
+        return (lambda: lib.create_model(rest, pretrained=False)), rest
+    factory = getattr(lib, rest, None)
+    if not callable(factory):
+        raise DistscopeError(f"--model {ref!r}: torchvision.models has no model {rest!r}")
+    return (lambda: factory(weights=None)), rest
+
+
+_VIEW_OPS = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "as_strided", "detach", "alias",
+             "squeeze", "unsqueeze", "reshape", "slice", "select", "split", "split_with_sizes", "unbind",
+             "ones_like", "zeros_like", "empty_like", "empty", "zeros", "lift_fresh", "_reshape_alias"}
+_GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
+_CONVS = {"convolution", "convolution_backward"}
+
+
+def _nbytes(x: Any) -> float:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return float(x.numel() * x.element_size())
+    if isinstance(x, list | tuple):
+        return sum(_nbytes(y) for y in x)
+    return 0.0
+
+
+def _gemm_dims(op: str, args: tuple[Any, ...]) -> tuple[float, float, float]:
+    if op in ("mm", "addmm"):
+        a, b = (args[0], args[1]) if op == "mm" else (args[1], args[2])
+        return float(a.shape[0]), float(b.shape[1]), float(a.shape[1])
+    a, b = (args[0], args[1]) if op == "bmm" else (args[1], args[2])
+    return float(a.shape[0] * a.shape[1]), float(b.shape[2]), float(a.shape[2])
+
+
+def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[float, float, float]:
+    """Implicit-GEMM dims of the forward convolution the op belongs to."""
+    if op == "convolution":
+        w, y = args[1], out
+    else:  # convolution_backward(grad_output, input, weight, ...)
+        y, w = args[0], args[2]
+    n_out = math.prod(y.shape[2:]) * y.shape[0]
+    return float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:]))
+
+
+def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name: str) -> ModuleGraph:
+    """One forward and backward of `factory()` on the meta device, recorded op by op (module docstring)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    dtype = inputs[0].dtype
+    tdt = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
+    try:
+        with torch.device("meta"):
+            model = factory()
+        if not isinstance(model, torch.nn.Module):
+            raise DistscopeError(f"--model: the factory returned {type(model).__name__}, not a torch.nn.Module")
+        model = model.to(dtype=tdt[dtype])
+    except DistscopeError:
+        raise
+    except Exception as exc:
+        raise DistscopeError(f"--model {name}: building the module on the meta device failed: "
+                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    ops: list[Op] = []
+    phase = [Phase.FORWARD]
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            op = func._overloadpacket.__name__
+            packet = func._overloadpacket
+            if op in _VIEW_OPS:
+                return out
+            nbytes = _nbytes(args) + _nbytes(out)
+            flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+            if op in _GEMMS:
+                ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args)))
+            elif op in _CONVS:
+                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out)))
+            elif flops > 0:
+                ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes))
+            else:
+                ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes))
+            return out
+
+    saved = [0.0]
+
+    def pack(t: Any) -> Any:
+        saved[0] += _nbytes(t)
+        return t
+
+    xs = [torch.empty(s.shape, dtype=tdt[s.dtype], device="meta") for s in inputs]
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _Record():
+            out = model(*xs)
+            leaves = [t for t in (out if isinstance(out, list | tuple) else [out]) if isinstance(t, torch.Tensor)]
+            if not leaves or not any(t.requires_grad for t in leaves):
+                raise DistscopeError(f"--model {name}: the forward returned no tensor that needs a gradient")
+            loss = sum(t.float().sum() for t in leaves if t.requires_grad)
+            phase[0] = Phase.BACKWARD
+            loss.backward()  # type: ignore[union-attr]
+    except DistscopeError:
+        raise
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        shapes = ", ".join(f"{s.name}:{'x'.join(map(str, s.shape))}" for s in inputs)
+        raise DistscopeError(f"--model {name} with --input {shapes}: the "
+                             f"forward failed on the meta device: {type(exc).__name__}: {first}") from None
+    params = sum(p.numel() for p in model.parameters())
+    return ModuleGraph(name=name, params=params, dtype=dtype, micro_batch=inputs[0].shape[0], ops=tuple(ops),
+                       saved_bytes=saved[0])

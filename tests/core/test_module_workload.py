@@ -1,0 +1,130 @@
+"""Any torch.nn.Module as a workload (workload/module_graph.py, model/module_estimate.py): the traced op
+graph's FLOPs against torch's own counter and a published model size, the data-parallel pricing rules,
+and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from distscope.cli import main
+from distscope.model.module_estimate import estimate_module
+from distscope.system import get_cluster
+from distscope.workload.module_graph import OpKind, Phase, parse_inputs, trace_module
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples/modules"))
+from resnet import resnet50  # noqa: E402
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(256, 1024, bias=False), nn.GELU(), nn.Linear(1024, 512, bias=False))
+
+
+def test_mlp_flops_are_forward_plus_both_gradients_except_the_inputs() -> None:
+    g = trace_module(_mlp, parse_inputs("x:32x256:bf16"), "mlp")
+    fwd = 2 * 32 * (256 * 1024 + 1024 * 512)
+    assert g.flops(Phase.FORWARD) == fwd
+    # weight gradients of both layers, the input gradient of the second only (x needs none)
+    assert g.flops(Phase.BACKWARD) == fwd + 2 * 32 * 1024 * 512
+    assert g.params == 256 * 1024 + 1024 * 512
+
+
+def test_resnet50_matches_torch_flop_counter_and_the_published_size() -> None:
+    """torchvision's model table: ResNet-50 (v1.5) 25.6M parameters, 4.09 GMACs per 224x224 image."""
+    g = trace_module(resnet50, parse_inputs("x:2x3x224x224:fp32"), "resnet50")
+    with torch.device("meta"):
+        m = resnet50()
+    x = torch.empty(2, 3, 224, 224, device="meta")
+    with FlopCounterMode(display=False) as fc:
+        m(x).sum().backward()
+    assert g.flops() == fc.get_total_flops()
+    assert g.params == 25_557_032
+    assert g.flops(Phase.FORWARD) / 2 / 2 == pytest.approx(4.09e9, rel=0.005)
+    assert {o.kind for o in g.ops} >= {OpKind.CONV, OpKind.GEMM, OpKind.MEMORY}
+    assert g.saved_bytes > 0
+
+
+@pytest.fixture(scope="module")
+def resnet() -> object:
+    return trace_module(resnet50, parse_inputs("x:64x3x224x224:bf16"), "resnet50")
+
+
+def test_one_gpu_has_no_data_parallel_term_and_more_micro_batches_scale_compute(resnet) -> None:  # type: ignore[no-untyped-def]
+    c = get_cluster("dgx-a100", 8)
+    one = estimate_module(resnet, c, dp=1, zero=0, global_batch=64)
+    four = estimate_module(resnet, c, dp=1, zero=0, global_batch=256)
+    assert one.breakdown_s["dp"] == 0.0 and one.micro_batches == 1 and four.micro_batches == 4
+    assert four.breakdown_s["conv"] == pytest.approx(4 * one.breakdown_s["conv"])
+    per_step = ("optimizer", "dp")  # once per step, not per micro-batch
+    busy = [e.step_time_s - sum(e.breakdown_s[k] for k in per_step) for e in (one, four)]
+    assert busy[1] == pytest.approx(4 * busy[0])
+
+
+def test_fsdp_shards_the_state_and_pays_per_micro_batch_traffic(resnet) -> None:  # type: ignore[no-untyped-def]
+    c = get_cluster("dgx-h100", 64)
+    ddp = estimate_module(resnet, c, dp=64, zero=0, global_batch=64 * 64)
+    fsdp = estimate_module(resnet, c, dp=64, zero=3, global_batch=64 * 64)
+    assert fsdp.memory_bytes["optimizer"] == pytest.approx(ddp.memory_bytes["optimizer"] / 64)
+    assert fsdp.memory_bytes["activations"] == ddp.memory_bytes["activations"]
+    assert ddp.breakdown_s["dp"] > 0  # the last gradient bucket is never hidden
+
+
+def test_a_tiny_model_is_host_bound() -> None:
+    g = trace_module(_mlp, parse_inputs("x:1x256:bf16"), "mlp")
+    e = estimate_module(g, get_cluster("dgx-h100", 8), dp=1, zero=0, global_batch=1)
+    assert e.breakdown_s["host"] > 0
+
+
+def _run(capsys, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """The CLI's entry point as a user runs it: (exit code, stdout + stderr)."""
+    try:
+        main(["estimate", *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_cli_estimates_a_module_file(capsys) -> None:  # type: ignore[no-untyped-def]
+    code, out = _run(capsys, "--model", f"torch:{ROOT}/examples/modules/resnet.py:resnet50", "--input", "x:32x3x224x224:bf16",
+                     "--cluster", "dgx-a100", "--gpus", "8", "--global-batch", "512", "--json")
+    assert code == 0, out
+    d = json.loads(out)
+    assert d["params"] == 25_557_032 and d["micro_batches"] == 2 and d["feasible"]
+    assert d["step_time_s"] == pytest.approx(sum(d["breakdown_s"].values()))
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("--tp", "2"), "--tp=2"),
+    (("--input", "x:8xAx3:bf16"), "name:shape:dtype"),
+    (("--input", "x:8x3x32x32:int4"), "dtype 'int4'"),
+    (("--zero", "1"), "--zero=1"),
+    (("--global-batch", "100"), "not a multiple"),
+])
+def test_bad_input_is_one_line(capsys, args: tuple[str, ...], says: str) -> None:  # type: ignore[no-untyped-def]
+    base = {"--input": "x:8x3x32x32:bf16"}
+    argv = ["--model", f"torch:{ROOT}/examples/modules/resnet.py:resnet50"]
+    if "--input" not in args:
+        argv += ["--input", base["--input"]]
+    code, out = _run(capsys, *argv, *args)
+    assert code != 0 and says in out and "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1, out
+
+
+def test_other_verbs_and_missing_files_are_refused_in_one_line(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, out = _run(capsys, "--model", f"torch:{tmp_path}/none.py:f", "--input", "x:1x3:bf16")
+    assert code != 0 and "does not exist" in out
+    try:
+        main(["plan", "--model", "torch:x.py:f"])
+    except SystemExit as exc:
+        assert exc.code != 0
+    err = capsys.readouterr().err
+    assert "distscope estimate" in err and len(err.strip().splitlines()) == 1
