@@ -63,6 +63,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{accuracy:memory.eager_mean_abs_error_pct:.1f}% ({accuracy:memory.eager_rows}); rows added after the model was "
      "built {accuracy:memory.held_out_mean_abs_error_pct:.1f}% ({accuracy:memory.held_out_rows})",
      "`python benchmarks/accuracy.py`"),
+    ("step time of arbitrary torch modules (`--model torch:FILE.py:FACTORY`) against NVIDIA DeepLearningExamples' "
+     "ResNet-50 v1.5 and ResNeXt-101 32x4d on DGX A100 (`data/evidence/module_runs.csv`; nothing fitted to them)",
+     "mixed precision: mean abs error {module_accuracy:amp_mean_abs_error_pct:.1f}% over 4 rows; TF32: "
+     "{module_accuracy:tf32_mean_abs_error_pct:.1f}% over 4 rows (no TF32 kernel data); all "
+     "{module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max {module_accuracy:max_abs_error_pct:.1f}%",
+     "`python benchmarks/module_accuracy.py`"),
     ("8-GPU all-reduce busbw, ≥ 64 MiB", "within 15% of every DGX H100 sweep row and the A100/H200/H800 peaks "
      "(test tolerance)", "`pytest tests/core/test_comm.py`"),
     ("parameter counts, catalog models", "within 1% of the official figure or its printed rounding (test tolerance)",

@@ -1,7 +1,9 @@
 """ResNet-50 (He et al. 2016, "Deep Residual Learning for Image Recognition", Table 1: 3.8e9 multiply-adds
-per 224x224 image) in plain torch.nn, for `distscope estimate --model torch:examples/modules/resnet.py:resnet50`
-on machines without torchvision. Bottleneck blocks with the stride on the 3x3 convolution, as torchvision's
-ResNet v1.5 builds them (4.1e9 multiply-adds)."""
+per 224x224 image) and ResNeXt-101 32x4d (Xie et al. 2017, "Aggregated Residual Transformations": 32
+groups of width 4 per 64 channels) in plain torch.nn, for
+`distscope estimate --model torch:examples/modules/resnet.py:resnet50` on machines without torchvision.
+Bottleneck blocks with the stride on the 3x3 convolution, as torchvision's ResNet v1.5 and NVIDIA's
+DeepLearningExamples build them (ResNet-50: 4.1e9 multiply-adds)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from torch import nn
 class Bottleneck(nn.Module):
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int) -> None:
+    def __init__(self, cin: int, planes: int, stride: int, groups: int = 1, base_width: int = 64) -> None:
         super().__init__()
-        cout = width * self.expansion
+        cout = planes * self.expansion
+        width = planes * base_width // 64 * groups
         self.body = nn.Sequential(
             nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
-            nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+            nn.Conv2d(width, width, 3, stride=stride, padding=1, groups=groups, bias=False), nn.BatchNorm2d(width),
+            nn.ReLU(inplace=True),
             nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout),
         )
         self.skip = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
@@ -27,13 +31,21 @@ class Bottleneck(nn.Module):
         return self.relu(self.body(x) + self.skip(x))
 
 
-def resnet50(num_classes: int = 1000) -> nn.Module:
+def _resnet(blocks: tuple[int, ...], groups: int = 1, base_width: int = 64, num_classes: int = 1000) -> nn.Module:
     layers: list[nn.Module] = [nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64),
                                nn.ReLU(inplace=True), nn.MaxPool2d(3, stride=2, padding=1)]
     cin = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
-        for i in range(blocks):
-            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
-            cin = width * Bottleneck.expansion
+    for planes, n, stride in zip((64, 128, 256, 512), blocks, (1, 2, 2, 2), strict=True):
+        for i in range(n):
+            layers.append(Bottleneck(cin, planes, stride if i == 0 else 1, groups, base_width))
+            cin = planes * Bottleneck.expansion
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
     return nn.Sequential(*layers)
+
+
+def resnet50() -> nn.Module:
+    return _resnet((3, 4, 6, 3))
+
+
+def resnext101_32x4d() -> nn.Module:
+    return _resnet((3, 4, 23, 3), groups=32, base_width=4)

@@ -123,6 +123,11 @@ def _estimate_module(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
         raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
     factory, name = load_factory(workload.model)
     graph = trace_module(factory, inputs, name)
+    from distscope.errors import warn
+    from distscope.model.kernel_data import missing_tables
+
+    for w in missing_tables(cluster.device.name, [graph.dtype]):
+        warn(w)
     est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
     d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
          "zero": plan.zero or 0, "global_batch": workload.global_batch, "ops": len(graph.ops)} | est.to_dict()

@@ -36,7 +36,8 @@ from distscope.errors import DistscopeError
 
 PREFIXES = ("torch:", "torchvision:", "timm:")
 _INPUT = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([0-9x]+)\s*:\s*(\w+)\s*$")
-_DTYPES = {"bf16": DType.BF16, "fp16": DType.FP16, "fp32": DType.FP32}
+# input spelling -> pricing dtype (tf32: fp32 tensors whose matmuls and convolutions use TF32 tensor cores)
+_DTYPES = {"bf16": DType.BF16, "fp16": DType.FP16, "tf32": DType.TF32, "fp32": DType.FP32}
 
 
 class OpKind(enum.Enum):
@@ -186,7 +187,7 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
     from torch.utils.flop_counter import flop_registry
 
     dtype = inputs[0].dtype
-    tdt = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
+    tdt = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.TF32: torch.float32, DType.FP32: torch.float32}
     try:
         with torch.device("meta"):
             model = factory()

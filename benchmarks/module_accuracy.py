@@ -1,0 +1,33 @@
+"""Step time of published training runs of arbitrary torch modules (data/evidence/module_runs.csv: NVIDIA
+DeepLearningExamples' ResNet-50 v1.5 and ResNeXt-101 32x4d on DGX A100, AMP and TF32, 1 and 8 GPUs),
+traced on the meta device and priced by model/module_estimate.py. Nothing is fitted to these rows.
+Writes benchmarks/results/module_accuracy.json.
+
+    python benchmarks/module_accuracy.py
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from _results import save
+from distscope.validate.module_rows import predict_file, summary
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    results = predict_file(REPO / "data/evidence/module_runs.csv", REPO)
+    out = summary(results)
+    for tag in ("AMP", "TF32"):
+        errs = [abs(r.error_pct) for r in results if f"-{tag}-" in r.run_id]
+        out[f"{tag.lower()}_mean_abs_error_pct"] = round(statistics.fmean(errs), 2)
+    for r in results:
+        print(f"{r.run_id:28s} measured {r.measured_step_time_s:.4f} s  predicted {r.predicted_step_time_s:.4f} s  "
+              f"{r.error_pct:+.1f}%")
+    save("module_accuracy", out)
+
+
+if __name__ == "__main__":
+    main()
