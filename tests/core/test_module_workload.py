@@ -128,3 +128,30 @@ def test_other_verbs_and_missing_files_are_refused_in_one_line(capsys, tmp_path:
         assert exc.code != 0
     err = capsys.readouterr().err
     assert "distscope estimate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_inference_utilization_grows_with_batch_and_splits_by_child() -> None:
+    from distscope.model.module_estimate import infer_module
+    from distscope.system.device import get_device
+
+    dev = get_device("h100-sxm5-80gb")
+    runs = [infer_module(trace_module(resnet50, parse_inputs(f"x:{b}x3x224x224:bf16"), "r50", inference=True), dev)
+            for b in (1, 32)]
+    assert runs[0].utilization < runs[1].utilization
+    assert runs[0].latency_s < runs[1].latency_s and runs[0].samples_per_s < runs[1].samples_per_s
+    big = runs[1]
+    assert len(big.per_module) > 15  # the stem, 16 bottlenecks, the head
+    assert sum(t for _, t, _ in big.per_module) == pytest.approx(big.latency_s)  # GPU-bound at 32: nothing else
+
+
+def test_inference_cli_sweeps_batches_and_refuses_training_flags(capsys) -> None:  # type: ignore[no-untyped-def]
+    ref = f"torch:{ROOT}/examples/modules/resnet.py:resnet50"
+    code, out = _run(capsys, "--model", ref, "--input", "x:8x3x224x224:bf16", "--inference", "--batches", "1,8", "--json")
+    assert code == 0, out
+    assert [r["batch"] for r in json.loads(out)["runs"]] == [1, 8]
+    for args, says in ((("--inference", "--dp", "2"), "--dp and --zero"), (("--inference", "--batches", "0,2"), "--batches"),
+                       (("--batches", "2"), "add --inference")):
+        code, out = _run(capsys, "--model", ref, "--input", "x:8x3x224x224:bf16", *args)
+        assert code != 0 and says in out and len(out.strip().splitlines()) == 1, out
+    code, out = _run(capsys, "--model", "llama3-8b", "--inference")
+    assert code != 0 and "distscope serve" in out

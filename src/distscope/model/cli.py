@@ -20,6 +20,11 @@ def estimate_cmd(
     comm_volume: Annotated[bool, typer.Option(
         "--comm-volume", help="Print bytes per (op, group) per training step per rank (each pipeline stage) instead."
     )] = False,
+    inference: Annotated[bool, typer.Option(
+        "--inference", help="With a torch module: one forward per batch on one GPU instead of a training step: latency, "
+                            "throughput and FLOP/s over peak, per model and per top-level child.")] = False,
+    batches: Annotated[str | None, typer.Option(
+        "--batches", help="With --inference: comma list of batch sizes to sweep (default: the --input's leading dim).")] = None,
 ) -> None:
     """Predict one training step: time with its breakdown, tokens/s, MFU/HFU and memory per GPU. Plan
     choices left out take the --software preset's defaults (none named: see the README)."""
@@ -32,8 +37,23 @@ def estimate_cmd(
     from distscope.workload.module_graph import is_module_ref
 
     if is_module_ref(workload.model):
-        _estimate_module(workload, system, plan, as_json=as_json, other=bool(report or comm_volume or quant_gbps))
+        from distscope.model.module_cli import estimate_module_cmd, infer_module_cmd
+
+        if inference:
+            infer_module_cmd(workload, system, plan, as_json=as_json, batches=batches,
+                          other=bool(report or comm_volume or quant_gbps))
+        else:
+            if batches is not None:
+                from distscope.errors import DistscopeError
+
+                raise DistscopeError("--batches sweeps --inference batch sizes; add --inference")
+            estimate_module_cmd(workload, system, plan, as_json=as_json, other=bool(report or comm_volume or quant_gbps))
         return
+    if inference or batches is not None:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError("--inference and --batches are for torch modules (--model torch:FILE.py:FACTORY); "
+                             "transformer serving is `distscope serve`")
     sc = S.build_scenario(workload, system, plan)
     if comm_volume:
         from distscope.trace.volume import volume_report, volume_table
@@ -83,66 +103,3 @@ def estimate_cmd(
                   + ("; the quantize/dequantize passes cost more than the wire time they save"
                      if verdict == "slower" else ""), markup=False)
 
-
-# the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
-_MODULE_FLAGS = {"dp", "zero"}
-
-
-def _estimate_module(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
-                     other: bool) -> None:
-    """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.py."""
-    import dataclasses
-
-    from rich.table import Table
-
-    from distscope.errors import DistscopeError
-    from distscope.model.module_estimate import estimate_module
-    from distscope.report.console import out, print_json
-    from distscope.workload.module_graph import load_factory, parse_inputs, trace_module
-
-    default = S.PlanFlags()
-    for f in dataclasses.fields(plan):
-        if f.name not in _MODULE_FLAGS and getattr(plan, f.name) != getattr(default, f.name):
-            flag = f.metadata["decls"][0].split("/")[0]
-            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a torch module is planned data-parallel only "
-                                 "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
-                                 "structure (use a transformer model)")
-    if other:
-        raise DistscopeError("--report, --comm-volume and --quant-gbps are for transformer models")
-    try:
-        import torch  # noqa: F401  (the module is traced with it)
-    except ImportError:
-        raise DistscopeError(f"--model {workload.model}: tracing a torch module needs PyTorch, which is not "
-                             "installed: pip install 'distscope[torch]'") from None
-    if workload.mtp_layers is not None or workload.seq is not None:
-        raise DistscopeError("--seq and --mtp-layers are for transformer models; a torch module is shaped by --input")
-    inputs = parse_inputs(workload.input)
-    cluster = S.build_cluster(system)
-    dp = cluster.num_gpus if plan.dp is None else plan.dp
-    if dp < 1 or dp > cluster.num_gpus:
-        raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
-    factory, name = load_factory(workload.model)
-    graph = trace_module(factory, inputs, name)
-    from distscope.errors import warn
-    from distscope.model.kernel_data import missing_tables
-
-    for w in missing_tables(cluster.device.name, [graph.dtype]):
-        warn(w)
-    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
-    d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
-         "zero": plan.zero or 0, "global_batch": workload.global_batch, "ops": len(graph.ops)} | est.to_dict()
-    if as_json:
-        print_json(d)
-        return
-    t = Table(title=f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
-                    f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}")
-    t.add_column("term")
-    t.add_column("seconds", justify="right")
-    t.add_column("share", justify="right")
-    for k, v in est.breakdown_s.items():
-        t.add_row(k, f"{v:.4f}", f"{v / est.step_time_s:.1%}")
-    out.print(t)
-    gib = 2**30
-    out.print(f"step {est.step_time_s:.4f} s, {est.samples_per_s:,.0f} samples/s, MFU {est.mfu:.1%}; memory per GPU "
-              f"{sum(est.memory_bytes.values()) / gib:.1f} GiB of {est.capacity_bytes / gib:.1f} GiB"
-              + ("" if est.feasible else " (does not fit)"), markup=False)

@@ -117,3 +117,37 @@ def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int,
                           samples_per_s=global_batch / step, flops_per_gpu=flops,
                           mfu=flops / (step * dev.flops(graph.dtype)), memory_bytes=memory,
                           capacity_bytes=cluster.memory_capacity_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleInference:
+    """One forward of a batch on one GPU: latency, throughput and achieved FLOP/s over peak, per model
+    and per top-level child (a CNN's stages, a transformer's blocks)."""
+
+    batch: int
+    latency_s: float
+    samples_per_s: float
+    utilization: float  # model FLOPs / (latency · dense peak of the dtype)
+    per_module: tuple[tuple[str, float, float], ...]  # (child, GPU seconds, utilization)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch": self.batch, "latency_s": self.latency_s, "samples_per_s": self.samples_per_s,
+                "utilization": self.utilization,
+                "per_module": [{"module": m, "gpu_s": t, "utilization": u} for m, t, u in self.per_module]}
+
+
+def infer_module(graph: ModuleGraph, device: Device) -> ModuleInference:
+    """Forward-only latency of `graph` (traced with inference=True): its ops' GPU time, at least the host's
+    time to issue them (host.OP_S each: eager PyTorch, no CUDA graph)."""
+    peak = device.flops(graph.dtype)
+    times: dict[str, float] = {}
+    flops: dict[str, float] = {}
+    for op in graph.ops:
+        t = op_s(op, device, graph)
+        times[op.module] = times.get(op.module, 0.0) + t
+        flops[op.module] = flops.get(op.module, 0.0) + op.flops
+    gpu = sum(times.values())
+    latency = max(gpu, len(graph.ops) * host.OP_S)
+    per = tuple((m, t, flops[m] / (t * peak) if t > 0 else 0.0) for m, t in times.items())
+    return ModuleInference(batch=graph.micro_batch, latency_s=latency, samples_per_s=graph.micro_batch / latency,
+                           utilization=graph.flops() / (latency * peak), per_module=per)

@@ -60,6 +60,7 @@ class Op:
     flops: float
     bytes: float  # read + written
     gemm: tuple[float, float, float] | None = None  # (M, N, K): GEMMs and convolutions' implicit GEMM
+    module: str = ""  # the model's top-level child the op ran in ("" at the root)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,11 +181,20 @@ def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[float, float, 
     return float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:]))
 
 
-def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name: str) -> ModuleGraph:
-    """One forward and backward of `factory()` on the meta device, recorded op by op (module docstring)."""
+def _top_child(parents: set[str]) -> str:
+    """The top-level child among ModuleTracker's parents ('Global', 'Root', 'Root.block', ...): 'block'."""
+    names = [p.split(".", 2)[1] for p in parents if p.count(".") >= 1]
+    return min(names, key=len) if names else ""
+
+
+def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name: str, *,
+                 inference: bool = False) -> ModuleGraph:
+    """One forward and backward of `factory()` on the meta device, recorded op by op (module docstring);
+    with `inference`, the forward alone under no_grad (nothing saved for a backward)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import flop_registry
+    from torch.utils.module_tracker import ModuleTracker
 
     dtype = inputs[0].dtype
     tdt = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.TF32: torch.float32, DType.FP32: torch.float32}
@@ -201,6 +211,7 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
     ops: list[Op] = []
     phase = [Phase.FORWARD]
+    tracker = ModuleTracker()
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -212,14 +223,15 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                 return out
             nbytes = _nbytes(args) + _nbytes(out)
             flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
+            where = _top_child(tracker.parents)
             if op in _GEMMS:
-                ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args)))
+                ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
-                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out)))
+                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out), where))
             elif flops > 0:
-                ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes))
+                ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where))
             else:
-                ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes))
+                ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes, module=where))
             return out
 
     saved = [0.0]
@@ -230,14 +242,19 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
 
     xs = [torch.empty(s.shape, dtype=tdt[s.dtype], device="meta") for s in inputs]
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _Record():
-            out = model(*xs)
-            leaves = [t for t in (out if isinstance(out, list | tuple) else [out]) if isinstance(t, torch.Tensor)]
-            if not leaves or not any(t.requires_grad for t in leaves):
-                raise DistscopeError(f"--model {name}: the forward returned no tensor that needs a gradient")
-            loss = sum(t.float().sum() for t in leaves if t.requires_grad)
-            phase[0] = Phase.BACKWARD
-            loss.backward()  # type: ignore[union-attr]
+        if inference:
+            with torch.no_grad(), tracker, _Record():
+                model.eval()
+                model(*xs)
+        else:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tracker, _Record():
+                out = model(*xs)
+                leaves = [t for t in (out if isinstance(out, list | tuple) else [out]) if isinstance(t, torch.Tensor)]
+                if not leaves or not any(t.requires_grad for t in leaves):
+                    raise DistscopeError(f"--model {name}: the forward returned no tensor that needs a gradient")
+                loss = sum(t.float().sum() for t in leaves if t.requires_grad)
+                phase[0] = Phase.BACKWARD
+                loss.backward()  # type: ignore[union-attr]
     except DistscopeError:
         raise
     except Exception as exc:

@@ -1,0 +1,137 @@
+"""`distscope estimate --model torch:FILE.py:FACTORY --input ...`: a traced torch module's training step
+(model/module_estimate.estimate_module) or, with --inference, its forward per batch size (infer_module)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from distscope import scenario as S
+
+if TYPE_CHECKING:
+    from distscope.workload.module_graph import InputSpec, ModuleGraph
+
+# the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
+_MODULE_FLAGS = {"dp", "zero"}
+
+
+def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
+    """The flags a module estimate refuses (one line each) and the torch it needs."""
+    import dataclasses
+
+    from distscope.errors import DistscopeError
+
+    default = S.PlanFlags()
+    for f in dataclasses.fields(plan):
+        if f.name not in _MODULE_FLAGS and getattr(plan, f.name) != getattr(default, f.name):
+            flag = f.metadata["decls"][0].split("/")[0]
+            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a torch module is planned data-parallel only "
+                                 "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
+                                 "structure (use a transformer model)")
+    if other:
+        raise DistscopeError("--report, --comm-volume and --quant-gbps are for transformer models")
+    try:
+        import torch  # noqa: F401  (the module is traced with it)
+    except ImportError:
+        raise DistscopeError(f"--model {workload.model}: tracing a torch module needs PyTorch, which is not "
+                             "installed: pip install 'distscope[torch]'") from None
+    if workload.mtp_layers is not None or workload.seq is not None:
+        raise DistscopeError("--seq and --mtp-layers are for transformer models; a torch module is shaped by --input")
+
+
+def _traced(workload: S.WorkloadFlags, inputs: tuple[InputSpec, ...], device_name: str, *,
+            inference: bool) -> ModuleGraph:
+    """The module traced for `inputs`, with a warning for each kernel table that stands in for the device's."""
+    from distscope.errors import warn
+    from distscope.model.kernel_data import missing_tables
+    from distscope.workload.module_graph import load_factory, trace_module
+
+    factory, name = load_factory(workload.model)
+    graph = trace_module(factory, inputs, name, inference=inference)
+    for w in missing_tables(device_name, [graph.dtype]):
+        warn(w)
+    return graph
+
+
+def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
+                        other: bool) -> None:
+    """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.estimate_module."""
+    from rich.table import Table
+
+    from distscope.errors import DistscopeError
+    from distscope.model.module_estimate import estimate_module
+    from distscope.report.console import out, print_json
+    from distscope.workload.module_graph import parse_inputs
+
+    _module_checks(workload, plan, other)
+    inputs = parse_inputs(workload.input)
+    cluster = S.build_cluster(system)
+    dp = cluster.num_gpus if plan.dp is None else plan.dp
+    if dp < 1 or dp > cluster.num_gpus:
+        raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
+    graph = _traced(workload, inputs, cluster.device.name, inference=False)
+    name = graph.name
+    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
+    d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
+         "zero": plan.zero or 0, "global_batch": workload.global_batch, "ops": len(graph.ops)} | est.to_dict()
+    if as_json:
+        print_json(d)
+        return
+    t = Table(title=f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
+                    f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}")
+    t.add_column("term")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in est.breakdown_s.items():
+        t.add_row(k, f"{v:.4f}", f"{v / est.step_time_s:.1%}")
+    out.print(t)
+    gib = 2**30
+    out.print(f"step {est.step_time_s:.4f} s, {est.samples_per_s:,.0f} samples/s, MFU {est.mfu:.1%}; memory per GPU "
+              f"{sum(est.memory_bytes.values()) / gib:.1f} GiB of {est.capacity_bytes / gib:.1f} GiB"
+              + ("" if est.feasible else " (does not fit)"), markup=False)
+
+
+def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
+                     batches: str | None, other: bool) -> None:
+    """`estimate --inference`: forward latency and utilization per batch size (model/module_estimate.py)."""
+    import dataclasses
+
+    from rich.table import Table
+
+    from distscope.errors import DistscopeError
+    from distscope.model.module_estimate import infer_module
+    from distscope.report.console import out, print_json
+    from distscope.workload.module_graph import parse_inputs
+
+    _module_checks(workload, plan, other)
+    if plan.dp is not None or plan.zero is not None:
+        raise DistscopeError("--dp and --zero are training flags; --inference prices one GPU's forward")
+    inputs = parse_inputs(workload.input)
+    sizes = [inputs[0].shape[0]]
+    if batches is not None:
+        try:
+            sizes = [int(b) for b in batches.split(",")]
+        except ValueError:
+            raise DistscopeError(f"--batches={batches!r} must be a comma list of positive integers") from None
+        if any(b < 1 for b in sizes):
+            raise DistscopeError(f"--batches={batches!r} must be a comma list of positive integers")
+    device = S.build_cluster(system).device
+    runs = []
+    for b in sizes:
+        shaped = tuple(dataclasses.replace(x, shape=(b, *x.shape[1:])) for x in inputs)
+        runs.append(infer_module(_traced(workload, shaped, device.name, inference=True), device))
+    if as_json:
+        print_json({"model": workload.model, "device": device.name, "runs": [r.to_dict() for r in runs]})
+        return
+    t = Table(title=f"{workload.model} forward on one {device.name}")
+    for c in ("batch", "latency ms", "samples/s", "FLOP/s / peak"):
+        t.add_column(c, justify="right")
+    for r in runs:
+        t.add_row(str(r.batch), f"{r.latency_s * 1e3:.3f}", f"{r.samples_per_s:,.0f}", f"{r.utilization:.1%}")
+    out.print(t)
+    last = runs[-1]
+    per = Table(title=f"per top-level child at batch {last.batch}")
+    for c in ("module", "GPU ms", "FLOP/s / peak"):
+        per.add_column(c, justify="right" if c != "module" else "left")
+    for m, sec, u in last.per_module:
+        per.add_row(m or "(root)", f"{sec * 1e3:.3f}", f"{u:.1%}")
+    out.print(per)
