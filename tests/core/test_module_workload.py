@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from distscope.cli import main
+from distscope.errors import DistscopeError
 from distscope.model.module_estimate import estimate_module
 from distscope.system import get_cluster
 from distscope.workload.module_graph import OpKind, Phase, parse_inputs, trace_module
@@ -155,3 +158,29 @@ def test_inference_cli_sweeps_batches_and_refuses_training_flags(capsys) -> None
         assert code != 0 and says in out and len(out.strip().splitlines()) == 1, out
     code, out = _run(capsys, "--model", "llama3-8b", "--inference")
     assert code != 0 and "distscope serve" in out
+
+
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
+@given(st.text(max_size=40))
+def test_any_input_spec_parses_or_is_one_line(text: str) -> None:
+    """--input: a valid spec or one DistscopeError naming it, never an internal error."""
+    try:
+        specs = parse_inputs(text)
+    except DistscopeError as exc:
+        assert "\n" not in str(exc) and "--input" in str(exc)
+        return
+    assert specs and all(s.shape and min(s.shape) >= 1 for s in specs)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None, database=None)
+@given(st.lists(st.integers(min_value=0, max_value=4096), min_size=1, max_size=5),
+       st.sampled_from(["bf16", "fp16", "tf32", "fp32", "int8", "BF16"]))
+def test_shaped_specs_round_trip(dims: list[int], dtype: str) -> None:
+    text = f"x:{'x'.join(map(str, dims))}:{dtype}"
+    ok = min(dims) >= 1 and dtype.lower() in ("bf16", "fp16", "tf32", "fp32")
+    try:
+        (spec,) = parse_inputs(text)
+    except DistscopeError:
+        assert not ok
+        return
+    assert ok and spec.shape == tuple(dims)
