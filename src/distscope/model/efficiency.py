@@ -20,7 +20,10 @@ The global parameters (fitted at once over all validation rows, bounded):
 - σ (`sustained`): the share of a kernel benchmark's throughput a training job sustains: benchmarks
   run seconds at boost clock, a training step runs for hours at the power limit, where H100 SXM
   settles near 1.75 of its 1.98 GHz boost (and A100 near its 1.41 GHz). Bounds 0.70-1.0.
-- κ: the GEMM saturation constant above. Bounds 0.2-2.0.
+- κ: the GEMM saturation constant above. Bounds 0.2-0.95: the upper bound is the component data's
+  (DeepGEMM's grouped-GEMM benchmarks, data/kernels/grouped_gemm.csv, stay within their tolerances in
+  tests/core/test_grouped_gemm.py only for κ ≤ 0.95; a larger κ makes small-group GEMMs too slow), so
+  an end-to-end fit cannot move the GEMM curve where the kernel measurements say it is not.
 - ρ (`overlap_cost`): compute slowdown per second of communication hidden behind it. Bounds 0-0.6.
 - π (`pytorch_stack`): the speed of a PyTorch-native stack's attention and element-wise kernels
   (software.KernelStack.PYTORCH: torchtitan, LLM Foundry) relative to the fused stack's
@@ -63,7 +66,7 @@ FLASH_ETA_REL = 0.80
 
 CALIBRATION: dict[str, float] = {"sustained": SUSTAINED, "kappa": GEMM_KAPPA, "overlap_cost": OVERLAP_COST,
                                   "pytorch_stack": PYTORCH_STACK}
-BOUNDS: dict[str, tuple[float, float]] = {"sustained": (0.70, 1.0), "kappa": (0.2, 2.0), "overlap_cost": (0.0, 0.6),
+BOUNDS: dict[str, tuple[float, float]] = {"sustained": (0.70, 1.0), "kappa": (0.2, 0.95), "overlap_cost": (0.0, 0.6),
                                           "pytorch_stack": (0.2, 1.0)}
 
 
