@@ -37,17 +37,10 @@ def estimate_cmd(
     from distscope.workload.module_graph import is_module_ref
 
     if is_module_ref(workload.model):
-        from distscope.model.module_cli import estimate_module_cmd, infer_module_cmd
+        from distscope.model.module_cli import module_cmd
 
-        if inference:
-            infer_module_cmd(workload, system, plan, as_json=as_json, batches=batches,
-                          other=bool(report or comm_volume or quant_gbps))
-        else:
-            if batches is not None:
-                from distscope.errors import DistscopeError
-
-                raise DistscopeError("--batches sweeps --inference batch sizes; add --inference")
-            estimate_module_cmd(workload, system, plan, as_json=as_json, other=bool(report or comm_volume or quant_gbps))
+        module_cmd(workload, system, plan, as_json=as_json, inference=inference, batches=batches,
+                   other=bool(report or comm_volume or quant_gbps))
         return
     if inference or batches is not None:
         from distscope.errors import DistscopeError
@@ -102,4 +95,3 @@ def estimate_cmd(
                   f"uncompressed ({', '.join(diffs) or 'no term moves by 1 ms'})"
                   + ("; the quantize/dequantize passes cost more than the wire time they save"
                      if verdict == "slower" else ""), markup=False)
-

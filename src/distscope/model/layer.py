@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 from distscope.dtypes import Precision, Scaling
 from distscope.model import efficiency as eff
@@ -201,9 +202,9 @@ def head_cost(spec: ModelSpec, b: int, s: int, tp: int, cp: int, precision: Prec
     ce = eff.elementwise_s(device, 19.0 * T * V_l, 0)
     flops = 2.0 * T * V_l * spec.hidden
     n, m = 1 + spec.mtp_layers, spec.mtp_layers
-    proj = eff.gemm_s(device, precision.activation_dtype, T, spec.hidden // tp, 2 * spec.hidden) if m else 0.0
+    proj_shape = (T, spec.hidden // tp, 2 * spec.hidden)  # each MTP module's 2h -> h projection
+    proj = eff.gemm_s(device, precision.activation_dtype, *proj_shape) if m else 0.0
     g_all = n * g + m * proj
     return LayerCost(fwd_s=g_all + n * ce / 3, bwd_s=2 * g_all + 2 * n * ce / 3, recompute_s=0.0, gemm_fwd_s=g_all,
                      attn_fwd_s=0.0, other_fwd_s=n * ce / 3, other_bwd_s=2 * n * ce / 3,
-                     model_flops=3 * (n * flops + m * 2.0 * T * spec.hidden // tp * 2 * spec.hidden),
-                     recompute_flops=0.0)
+                     model_flops=3 * (n * flops + m * 2.0 * math.prod(proj_shape)), recompute_flops=0.0)

@@ -52,6 +52,19 @@ def _traced(workload: S.WorkloadFlags, inputs: tuple[InputSpec, ...], device_nam
     return graph
 
 
+def module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
+               inference: bool, batches: str | None, other: bool) -> None:
+    """`estimate` of a torch module: its training step, or with --inference its forward per batch size."""
+    if inference:
+        infer_module_cmd(workload, system, plan, as_json=as_json, batches=batches, other=other)
+        return
+    if batches is not None:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError("--batches sweeps --inference batch sizes; add --inference")
+    estimate_module_cmd(workload, system, plan, as_json=as_json, other=other)
+
+
 def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                         other: bool) -> None:
     """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.estimate_module."""
