@@ -564,8 +564,13 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
                     if nid is not None:
                         mb_pending.setdefault(mkey(maybe), []).append(nid)
         compute(n, step)
-        if n == last_of_first_fwds and gather_pending:  # hidden behind one micro-batch's forward
+        if n == last_of_first_fwds and gather_pending:
+            # hidden behind one micro-batch's forward, whose output waits for it: Megatron's
+            # --overlap-param-gather waits in each module's forward pre-hook for its bucket's gather
+            # (core/distributed/distributed_data_parallel.py _make_forward_pre_hook), so a gather-bound
+            # first forward sends its output late
             g.joins.extend(gather_pending)
+            g.on_chain(name="param_gather_wait", kind=NodeKind.COMP, duration_s=0.0)
         if partner is not None:
             compute(n + 1, partner)
             skip = True
