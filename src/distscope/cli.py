@@ -17,6 +17,7 @@ import typer.exceptions
 from distscope.compress.cli import app as compress_app
 from distscope.errors import DistscopeError
 from distscope.explore.cli import explore_cmd
+from distscope.fabric.cli import app as fabric_app
 from distscope.measure.cli import app as measure_app
 from distscope.model.cli import estimate_cmd
 from distscope.report.catalog_cli import clusters_cmd, models_cmd
@@ -63,6 +64,7 @@ app.add_typer(measure_app, name="measure")
 app.add_typer(compress_app, name="compress")
 app.add_typer(trace_app, name="trace")
 app.add_typer(serve_app, name="serve")
+app.add_typer(fabric_app, name="fabric")
 
 
 

@@ -1,0 +1,196 @@
+"""Fabrics from YAML: an explicit node/link list, or a generated rail-optimized Clos; presets per cluster.
+
+```yaml
+name: my-fabric
+gpus: 1024
+scale_up: {size: 8, GBps: 450}            # NVLink domains of 8 consecutive ranks (omit: none)
+clos:                                     # generated: rail-optimized two-tier leaf/spine
+  nic_GBps: 50                            # per GPU, per direction (all planes together)
+  rails: 8                                # GPU k of a domain uses rail k % rails
+  radix: 64                               # ports per switch
+  oversubscription: 1                     # leaf down:up ports
+  planes: 1                               # Alibaba HPN dual-plane: 2 (each NIC port to its own plane)
+  latency_us: 1                           # per hop
+# or explicit, instead of `clos`:
+switches: [leaf0, leaf1, spine0]
+links:                                    # each entry is a cable: two directed links
+  - {a: gpu0, b: leaf0, GBps: 50}
+```
+
+Rail-optimized Clos (NVIDIA DGX SuperPOD reference architecture; Meta's RoCE fabric, SIGCOMM'24, sec. 3):
+the NIC of GPU k of every node goes to a leaf of rail k; each leaf splits its radix into down and up ports
+by the oversubscription o (down = radix·o/(1+o)); every leaf has one uplink to each spine of its plane.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from distscope.errors import DistscopeError, closest
+from distscope.fabric.spec import Fabric, Link, Plane, node_index
+from distscope.system.topology import Cluster
+
+_TOP = ("name", "gpus", "scale_up", "clos", "switches", "links")
+_CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "latency_us")
+_SCALE_UP = ("size", "GBps", "latency_us")
+
+
+def _check_keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise DistscopeError(f"{where}: unknown key {k!r}{closest(str(k), allowed)}")
+
+
+def _num(d: dict[str, Any], key: str, where: str, default: float | None = None, *, positive: bool = True) -> float:
+    v = d.get(key, default)
+    if v is None:
+        raise DistscopeError(f"{where}: {key} is required")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise DistscopeError(f"{where}: {key}={v!r} is not a number") from None
+    if positive and not x > 0:
+        raise DistscopeError(f"{where}: {key}={v!r} (need > 0)")
+    return x
+
+
+def _int(d: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    x = _num(d, key, where, default)
+    if x != int(x):
+        raise DistscopeError(f"{where}: {key}={d.get(key)!r} (need a whole number)")
+    return int(x)
+
+
+def _scale_up(gpus: int, su: dict[str, Any] | None, where: str) -> tuple[int, list[str], list[Link]]:
+    """(domain size, switch names, links) of the NVLink domains: one switch node per domain."""
+    if not su:
+        return 1, [], []
+    _check_keys(su, _SCALE_UP, f"{where} scale_up")
+    size = _int(su, "size", f"{where} scale_up")
+    bw = _num(su, "GBps", f"{where} scale_up") * 1e9
+    lat = _num(su, "latency_us", f"{where} scale_up", 0.0, positive=False) * 1e-6
+    if size == 1:
+        return 1, [], []
+    if gpus % size:
+        raise DistscopeError(f"{where}: scale_up size={size} does not divide gpus={gpus}")
+    names = [f"nvsw{d}" for d in range(gpus // size)]
+    links = []
+    for g in range(gpus):
+        sw = gpus + g // size
+        links += [Link(src=g, dst=sw, bw_Bps=bw, latency_s=lat, plane=Plane.UP),
+                  Link(src=sw, dst=g, bw_Bps=bw, latency_s=lat, plane=Plane.UP)]
+    return size, names, links
+
+
+def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], *, nic_GBps: float,
+              rails: int, radix: int, oversubscription: float, planes: int, latency_s: float) -> Fabric:
+    """A rail-optimized two-tier Clos under the scale-up domains (module docstring)."""
+    where = f"fabric {name} clos"
+    if radix < 2 or planes < 1 or rails < 1:
+        raise DistscopeError(f"{where}: radix={radix} planes={planes} rails={rails} (need radix >= 2, planes >= 1, rails >= 1)")
+    down = max(1, math.floor(radix * oversubscription / (1 + oversubscription)))
+    up = radix - down
+    if up < 1:
+        raise DistscopeError(f"{where}: oversubscription={oversubscription} leaves no uplink on a {radix}-port leaf")
+    per_rail = -(-gpus // rails)
+    leaves_per_rail = -(-per_rail // down)
+    leaves = rails * leaves_per_rail
+    if leaves > radix:
+        raise DistscopeError(f"{where}: {leaves} leaves per plane need spines with more than radix={radix} ports "
+                             f"(a two-tier Clos of radix {radix} holds {radix * down} GPUs at this oversubscription)")
+    port_Bps = nic_GBps * 1e9 / planes
+    names = [f"gpu{g}" for g in range(gpus)] + up_names
+    links = list(up_links)
+
+    def node(label: str) -> int:
+        names.append(label)
+        return len(names) - 1
+
+    def cable(a: int, b: int, bw: float) -> None:
+        links.extend((Link(src=a, dst=b, bw_Bps=bw, latency_s=latency_s, plane=Plane.OUT),
+                      Link(src=b, dst=a, bw_Bps=bw, latency_s=latency_s, plane=Plane.OUT)))
+
+    for p in range(planes):
+        tag = f"p{p}." if planes > 1 else ""
+        leaf = [[node(f"{tag}leaf{r}.{i}") for i in range(leaves_per_rail)] for r in range(rails)]
+        spines = [node(f"{tag}spine{j}") for j in range(up)]
+        for g in range(gpus):
+            r = (g % domain) % rails if domain > 1 else g % rails
+            k = (g // domain) * (domain // rails) + (g % domain) // rails if domain >= rails else g // rails
+            cable(g, leaf[r][min(k // down, leaves_per_rail - 1)], port_Bps)
+        for row in leaf:
+            for lf in row:
+                for sp in spines:
+                    cable(lf, sp, port_Bps)
+    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
+
+
+def parse_fabric(raw: Any, where: str) -> Fabric:
+    if not isinstance(raw, dict):
+        raise DistscopeError(f"{where}: expected a mapping with keys {', '.join(_TOP)}")
+    _check_keys(raw, _TOP, where)
+    name = str(raw.get("name", Path(where).stem))
+    gpus = _int(raw, "gpus", where)
+    domain, up_names, up_links = _scale_up(gpus, raw.get("scale_up"), where)
+    if ("clos" in raw) == ("links" in raw):
+        raise DistscopeError(f"{where}: give either clos (generated) or switches + links (explicit)")
+    if "clos" in raw:
+        c = raw["clos"] or {}
+        _check_keys(c, _CLOS, f"{where} clos")
+        return rail_clos(name, gpus, domain, up_names, up_links, nic_GBps=_num(c, "nic_GBps", f"{where} clos"),
+                         rails=_int(c, "rails", f"{where} clos", min(domain, 8) if domain > 1 else 1),
+                         radix=_int(c, "radix", f"{where} clos", 64),
+                         oversubscription=_num(c, "oversubscription", f"{where} clos", 1.0),
+                         planes=_int(c, "planes", f"{where} clos", 1),
+                         latency_s=_num(c, "latency_us", f"{where} clos", 1.0, positive=False) * 1e-6)
+    names = [f"gpu{g}" for g in range(gpus)] + up_names + [str(s) for s in raw.get("switches") or []]
+    index = {n: i for i, n in enumerate(names)}
+    if len(index) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise DistscopeError(f"{where}: node {dup!r} is declared twice")
+    links = list(up_links)
+    for j, e in enumerate(raw["links"] or []):
+        w = f"{where} links[{j}]"
+        if not isinstance(e, dict):
+            raise DistscopeError(f"{w}: expected {{a, b, GBps}}, got {e!r}")
+        _check_keys(e, ("a", "b", "GBps", "latency_us"), w)
+        a, b = node_index(index, e.get("a"), w), node_index(index, e.get("b"), w)
+        bw = _num(e, "GBps", w, positive=False)
+        if not bw > 0:
+            raise DistscopeError(f"{w}: link {names[a]}-{names[b]} GBps={e.get('GBps')!r} (need > 0)")
+        lat = _num(e, "latency_us", w, 1.0, positive=False) * 1e-6
+        links += [Link(src=a, dst=b, bw_Bps=bw * 1e9, latency_s=lat, plane=Plane.OUT),
+                  Link(src=b, dst=a, bw_Bps=bw * 1e9, latency_s=lat, plane=Plane.OUT)]
+    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
+
+
+def load_fabric(path: str) -> Fabric:
+    p = Path(path)
+    if not p.is_file():
+        raise DistscopeError(f"--fabric {path!r}: no such file (or give a cluster preset name with --cluster)")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise DistscopeError(f"--fabric {path}: not valid YAML ({' '.join(str(e).split())[:160]})") from None
+    return parse_fabric(raw, str(p))
+
+
+def fabric_for_cluster(cluster: Cluster, *, radix: int = 64, oversubscription: float = 1.0, planes: int = 1) -> Fabric:
+    """The preset fabric of a cluster: its scale-up level as NVLink domains and a rail-optimized two-tier
+    Clos at its scale-out level's NIC bandwidth, one rail per GPU of a node (8; an NVL72 tray's 4)."""
+    if len(cluster.levels) != 2:
+        raise DistscopeError(f"cluster {cluster.name}: a preset fabric needs two levels (scale-up, scale-out), "
+                             f"it has {len(cluster.levels)}")
+    inner, outer = cluster.levels
+    gpus = cluster.num_gpus
+    domain = min(inner.size, gpus)
+    _, up_names, up_links = _scale_up(gpus, {"size": domain, "GBps": inner.bw_GBps,
+                                             "latency_us": inner.latency_s * 1e6}, cluster.name)
+    rails = 4 if domain > 8 else min(domain, 8)
+    return rail_clos(f"{cluster.name}-{gpus}", gpus, domain, up_names, up_links, nic_GBps=outer.bw_GBps,
+                     rails=rails, radix=radix, oversubscription=oversubscription, planes=planes,
+                     latency_s=outer.latency_s / 2)

@@ -1,0 +1,169 @@
+"""`distscope fabric`: a fabric's shape, and what one collective's traffic does on it per routing policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from distscope.comm import collective_s, group_net
+from distscope.comm.collective import Collective
+from distscope.errors import DistscopeError, closest
+from distscope.fabric.build import fabric_for_cluster, load_fabric
+from distscope.fabric.collective import pattern, siblings, step_verdict
+from distscope.fabric.routing import Router, Routing
+from distscope.fabric.spec import Fabric, Plane
+from distscope.report.progress import progress
+from distscope.system.presets import get_cluster
+from distscope.system.topology import Cluster
+
+app = typer.Typer(help="Fabrics (switches, links, routing): `show` one, price a collective's traffic on it.",
+                  no_args_is_help=True)
+
+OPS = {c.value.replace("_", "-"): c for c in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER,
+                                               Collective.ALL_TO_ALL)}
+
+FCT_MAX_FLOWS = 20_000
+FabricOpt = Annotated[str | None, typer.Option("--fabric", help="Fabric YAML (see the README); default: the "
+                                                "--cluster preset's rail-optimized two-tier Clos.")]
+ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Cluster preset: device, scale-up level, NIC bandwidth.")]
+GpusOpt = Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs (default: the fabric's, or the preset's).")]
+
+
+def resolve(fabric: str | None, cluster: str, gpus: int | None) -> tuple[Fabric, Cluster]:
+    """The fabric and the cluster it belongs to: the file's GPU count and scale-up domain must be the
+    cluster's (one line naming both otherwise)."""
+    if fabric is None:
+        c = get_cluster(cluster, gpus)
+        return fabric_for_cluster(c), c
+    f = load_fabric(fabric)
+    if gpus is not None and gpus != f.gpus:
+        raise DistscopeError(f"--gpus {gpus} does not match fabric {f.name}'s {f.gpus} GPUs")
+    c = get_cluster(cluster, f.gpus)
+    inner = c.levels[0]
+    if len(c.levels) == 2 and f.domain != min(inner.size, f.gpus):
+        raise DistscopeError(f"fabric {f.name}: scale_up size={f.domain} but cluster {c.name}'s {inner.name} "
+                             f"domain holds {inner.size} GPUs")
+    return f, c
+
+
+def describe(f: Fabric) -> dict[str, Any]:
+    out_links = [ln for ln in f.links if ln.plane is Plane.OUT]
+    switches = len(f.names) - f.gpus
+    nic = sorted({round(f.nic_Bps(g) / 1e9, 3) for g in range(f.gpus)})
+    return {"name": f.name, "gpus": f.gpus, "scale_up_domain": f.domain, "domains": f.domains, "switches": switches,
+            "links": len(f.links), "scale_out_links": len(out_links), "nic_GBps": nic}
+
+
+@app.command("show")
+def show_cmd(fabric: FabricOpt = None, cluster: ClusterOpt = "dgx-h100", gpus: GpusOpt = None,
+             as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+    """Check a fabric (every GPU connected, every link with bandwidth) and print its shape."""
+    f, _ = resolve(fabric, cluster, gpus)
+    d = describe(f)
+    print(json.dumps(d) if as_json else "\n".join(f"{k:>16}: {v}" for k, v in d.items()))
+
+
+def parse_ranks(text: str | None, world: int) -> tuple[int, ...]:
+    """START:STOP[:STRIDE] (python range), or a comma list; default every rank."""
+    if not text:
+        return tuple(range(world))
+    try:
+        if ":" in text:
+            parts = [int(p) for p in text.split(":")]
+            ranks = tuple(range(*parts))
+        else:
+            ranks = tuple(int(p) for p in text.split(","))
+    except (ValueError, TypeError):
+        raise DistscopeError(f"--ranks {text!r}: expected START:STOP[:STRIDE] or a comma list of ranks") from None
+    bad = [r for r in ranks if not 0 <= r < world]
+    if len(ranks) < 2 or bad or len(set(ranks)) != len(ranks):
+        raise DistscopeError(f"--ranks {text!r}: need at least 2 distinct ranks in 0..{world - 1}"
+                             + (f" (rank {bad[0]} is outside)" if bad else ""))
+    return ranks
+
+
+def _policies(text: str) -> list[Routing]:
+    names = {r.value: r for r in Routing}
+    out = []
+    for w in text.split(","):
+        key = w.strip().lower()
+        if key not in names:
+            raise DistscopeError(f"--routing {w!r} is not a policy{closest(key, names)}; choose from {', '.join(names)}")
+        out.append(names[key])
+    return out
+
+
+@app.command("collective")
+def collective_cmd(
+    op: Annotated[str, typer.Option("--op", help=f"Collective: {', '.join(OPS)}.")] = "all-reduce",
+    size: Annotated[float, typer.Option("--bytes", help="Message size D in bytes (nccl-tests convention).")] = 2**30,
+    ranks: Annotated[str | None, typer.Option("--ranks", help="The group, START:STOP[:STRIDE] or a comma list; every "
+                                              "group of its shape runs at once (default: all ranks).")] = None,
+    routing: Annotated[str, typer.Option("--routing", help="Comma list of ecmp, spray, adaptive.")] = "ecmp,spray,adaptive",
+    qps: Annotated[int, typer.Option("--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION): "
+                                     "sub-flows ECMP hashes apart.")] = 1,
+    seeds: Annotated[int, typer.Option("--seeds", help="ECMP hash seeds to draw (the spread of collisions).")] = 1,
+    fct: Annotated[bool, typer.Option("--fct", help="Also run the fluid model to every flow's completion.")] = False,
+    fabric: FabricOpt = None, cluster: ClusterOpt = "dgx-h100", gpus: GpusOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """One collective's scale-out step on the fabric, per routing policy: the share of NIC bandwidth it
+    gets (vs a non-blocking fabric), the collective's time and busbw at that share, the hottest links."""
+    coll = OPS.get(op.strip().lower())
+    if coll is None:
+        raise DistscopeError(f"--op {op!r} is not a collective{closest(op, OPS)}; choose from {', '.join(OPS)}")
+    if qps < 1 or seeds < 1 or not size > 0:
+        raise DistscopeError(f"--qps {qps} --seeds {seeds} --bytes {size:g}: need qps >= 1, seeds >= 1, bytes > 0")
+    f, c = resolve(fabric, cluster, gpus)
+    group = parse_ranks(ranks, f.gpus)
+    pairs = pattern(f, siblings(group, f.gpus), coll)
+    if fct and len(pairs) * qps > FCT_MAX_FLOWS:
+        raise DistscopeError(f"--fct with {len(pairs) * qps} flows: the fluid run takes one event per distinct finish "
+                             f"time (minutes past {FCT_MAX_FLOWS}); narrow --ranks or drop --fct")
+    router = Router(f)
+    pols = _policies(routing)
+    rows = []
+    with progress(len(pols) * seeds, f"routing {len(pairs) * qps} flows") as advance:
+        for pol in pols:
+            vs = []
+            for s in range(seeds if pol is not Routing.SPRAY else 1):
+                vs.append(step_verdict(f, router, pairs, pol, qps=qps, seed=s, fct=fct))
+                advance()
+            if pol is Routing.SPRAY:
+                advance(seeds - 1)
+            rows.append(_row(f, c, coll, size, group, pol, vs))
+    if as_json:
+        print(json.dumps({"fabric": describe(f), "op": op, "bytes": size, "group_size": len(group),
+                          "flows_per_step": len(pairs) * qps, "qps": qps, "results": rows}))
+        return
+    print(f"{op} of {size:.4g} B over {len(group)} ranks on {f.name} ({len(pairs) * qps} scale-out flows per step, "
+          f"{qps} QP/connection)")
+    print(f"{'routing':>9} {'NIC share':>10} {'(worst seed)':>12} {'time s':>10} {'busbw GB/s':>11}  hottest link")
+    for r in rows:
+        hot = f"{r['hot'][0][0]} {r['hot'][0][1]:.0%}" if r["hot"] else "-"
+        print(f"{r['routing']:>9} {r['nic_share']:>10.3f} {r['nic_share_min']:>12.3f} {r['time_s']:>10.4g} "
+              f"{r['busbw_GBps']:>11.2f}  {hot}")
+
+
+def _row(f: Fabric, c: Cluster, coll: Collective, size: float, group: tuple[int, ...], pol: Routing,
+         vs: list[Any]) -> dict[str, Any]:
+    """One policy's verdict: the mean NIC share over seeds prices the collective on the cluster's levels
+    with the scale-out bandwidth scaled by it (comm.collective_s: NCCL's algorithm choice)."""
+    share = float(np.mean([v.factor for v in vs]))
+    stride = group[1] - group[0] if len(set(np.diff(group))) == 1 else 1
+    outer = c.levels[-1]
+    nic_GBps = f.nic_Bps(group[0]) / 1e9 if len(c.levels) > 1 else outer.bw_GBps
+    scaled = dataclasses.replace(c, levels=(*c.levels[:-1], dataclasses.replace(outer, bw_GBps=nic_GBps * share)))
+    t = collective_s(coll, size, group_net(scaled, len(group), stride))
+    busbw = size / t * coll.busbw_factor(len(group)) / 1e9 if t > 0 else 0.0
+    row: dict[str, Any] = {"routing": pol.value, "nic_share": share, "nic_share_min": min(v.factor for v in vs),
+                           "seeds": len(vs), "time_s": t, "busbw_GBps": busbw, "hot": [list(h) for h in vs[0].hot]}
+    if not np.isnan(vs[0].fct_s).all() and len(vs[0].fct_s):
+        fc = vs[0].fct_s / vs[0].hose_s
+        row["fct_over_hose"] = {"p50": float(np.percentile(fc, 50)), "p99": float(np.percentile(fc, 99)),
+                                "max": float(fc.max())}
+    return row
