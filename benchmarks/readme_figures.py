@@ -108,6 +108,14 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{consistency:within_target} of {consistency:plans} within 3% (target: all; met: {consistency:meets_target}); max "
      "{consistency:max_abs_rel_diff:.1%}, mean {consistency:mean_abs_rel_diff:.2%}, p99 {consistency:p99:.1%}",
      "`python benchmarks/consistency.py`"),
+    ("fabric routing: published ECMP-vs-multipath all-reduce gaps (data/evidence/fabric_routing.csv: UCCL on 6 H100 "
+     "nodes, OCI GB300 NVL72; Meta's E-ECMP ratio), ECMP over 20 seeds; a 1,024-GPU ring all-reduce / EP-64 "
+     "all-to-all on a rail-optimized Clos with ECMP",
+     "gap error {fabric_routing:summary.uccl_gap_error_points:+.1f} / {fabric_routing:summary.oci_gap_error_points:+.1f} "
+     "points (target: within 10; {fabric_routing:gap_rows_within_target} of {fabric_routing:gap_rows}); Meta's "
+     "multipath/ECMP ratio {fabric_routing:summary.meta_ratio_model:.2f} vs published up to 1.4 (missed); "
+     "{fabric_routing:speed.allreduce_1024_ecmp_wall_s:.2f} s / {fabric_routing:speed.alltoall_ep64_on_1024_ecmp_wall_s:.1f} s "
+     "(target 10 s)", "`python benchmarks/fabric_routing.py`"),
     ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
      "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "
      "{simulate_speed:llama405b_16384_symmetric.simulate_plus_compile_wall_s:.2f} s",

@@ -137,3 +137,29 @@ def test_cli_collective_and_bad_input(tmp_path, capsys) -> None:
         assert e.value.code == 2, argv
         err = capsys.readouterr().err.strip()
         assert needle in err and "\n" not in err, err
+
+
+def test_published_ecmp_vs_multipath_gaps_within_ten_points() -> None:
+    """Issue 23's target on the evidence rows that publish both shares (UCCL, OCI GB300): the model's
+    multipath-minus-ECMP gap in NIC-share points, ECMP averaged over 20 hash seeds, within 10 points.
+    Meta's row publishes only an 'up to 1.4' ratio, which the model misses (3.0; benchmarks/fabric_routing.py)."""
+    import csv
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "data/evidence/fabric_routing.csv"
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["ecmp_nic_share"]]
+    assert len(rows) >= 2
+    for r in rows:
+        raw = {"name": r["id"], "gpus": int(r["gpus"]), "scale_up": {"size": int(r["gpus_per_node"]), "GBps": 450},
+               "clos": {"nic_GBps": float(r["nic_GBps"]), "rails": int(r["rails"]), "radix": int(r["radix"]),
+                        "oversubscription": float(r["oversubscription"])}}
+        f = parse_fabric(raw, r["id"])
+        router, pairs = Router(f), pattern(f, siblings(tuple(range(f.gpus)), f.gpus), Collective.ALL_REDUCE)
+        ecmp = np.mean([step_verdict(f, router, pairs, Routing.ECMP, qps=int(r["qps_ecmp"]), seed=s).factor
+                        for s in range(20)])
+        pol = Routing(r["multipath"])
+        multi = np.mean([step_verdict(f, router, pairs, pol, qps=int(r["qps_multipath"]), seed=s).factor
+                         for s in range(1 if pol is Routing.SPRAY else 20)])
+        published = float(r["multipath_nic_share"]) - float(r["ecmp_nic_share"])
+        assert abs((multi - ecmp) - published) <= 0.10, (r["id"], multi, ecmp, published)
