@@ -131,7 +131,9 @@ def test_cli_collective_and_bad_input(tmp_path, capsys) -> None:
     for argv, needle in ((["fabric", "show", "--fabric", str(f), "--gpus", "32"], "does not match"),
                          (["fabric", "collective", "--fabric", str(f), "--routing", "ecmpp"], "closest: ecmp"),
                          (["fabric", "collective", "--fabric", str(f), "--ranks", "0:99"], "rank 16 is outside"),
-                         (["fabric", "show", "--fabric", str(tmp_path / "none.yml")], "no such file")):
+                         (["fabric", "show", "--fabric", str(tmp_path / "none.yml")], "does not exist"),
+                         (["fabric", "show", "--fabric", str(tmp_path)], "is a directory"),
+                         (["fabric", "collective", "--gpus", "2048", "--op", "all-to-all"], "routes; the limit")):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2, argv

@@ -33,6 +33,7 @@ import yaml
 from distscope.errors import DistscopeError, closest
 from distscope.fabric.spec import Fabric, Link, Plane, node_index
 from distscope.system.topology import Cluster
+from distscope.userfile import read_text
 
 _TOP = ("name", "gpus", "scale_up", "clos", "switches", "links")
 _CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "latency_us")
@@ -169,14 +170,12 @@ def parse_fabric(raw: Any, where: str) -> Fabric:
 
 
 def load_fabric(path: str) -> Fabric:
-    p = Path(path)
-    if not p.is_file():
-        raise DistscopeError(f"--fabric {path!r}: no such file (or give a cluster preset name with --cluster)")
+    text = read_text(path, "--fabric")  # missing, a directory, not UTF-8: one line each
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise DistscopeError(f"--fabric {path}: not valid YAML ({' '.join(str(e).split())[:160]})") from None
-    return parse_fabric(raw, str(p))
+    return parse_fabric(raw, path)
 
 
 def fabric_for_cluster(cluster: Cluster, *, radix: int = 64, oversubscription: float = 1.0, planes: int = 1) -> Fabric:

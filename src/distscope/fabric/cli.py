@@ -27,6 +27,7 @@ OPS = {c.value.replace("_", "-"): c for c in (Collective.ALL_REDUCE, Collective.
                                                Collective.ALL_TO_ALL)}
 
 FCT_MAX_FLOWS = 20_000
+MAX_ROUTES = 1_000_000  # routed sub-flows per command (~55k/s on one core: benchmarks/fabric_routing.py)
 FabricOpt = Annotated[str | None, typer.Option("--fabric", help="Fabric YAML (see the README); default: the "
                                                 "--cluster preset's rail-optimized two-tier Clos.")]
 ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Cluster preset: device, scale-up level, NIC bandwidth.")]
@@ -120,12 +121,19 @@ def collective_cmd(
         raise DistscopeError(f"--qps {qps} --seeds {seeds} --bytes {size:g}: need qps >= 1, seeds >= 1, bytes > 0")
     f, c = resolve(fabric, cluster, gpus)
     group = parse_ranks(ranks, f.gpus)
+    pols = _policies(routing)
+    # bound the work before building the pattern: a step has at most world flows per ring collective and
+    # world x group-size flows per all-to-all, each routed qps times per seed and policy
+    upper = f.gpus * (len(group) if coll is Collective.ALL_TO_ALL else 1) * qps * seeds * len(pols)
+    if upper > MAX_ROUTES:
+        raise DistscopeError(f"--ranks ({len(group)} ranks of {f.gpus}) x --qps {qps} x --seeds {seeds} x "
+                             f"--routing ({len(pols)}) asks for up to {upper:,} routes; the limit is {MAX_ROUTES:,} "
+                             "(about 20 s): narrow one")
     pairs = pattern(f, siblings(group, f.gpus), coll)
     if fct and len(pairs) * qps > FCT_MAX_FLOWS:
         raise DistscopeError(f"--fct with {len(pairs) * qps} flows: the fluid run takes one event per distinct finish "
                              f"time (minutes past {FCT_MAX_FLOWS}); narrow --ranks or drop --fct")
     router = Router(f)
-    pols = _policies(routing)
     rows = []
     with progress(len(pols) * seeds, f"routing {len(pairs) * qps} flows") as advance:
         for pol in pols:
