@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 
 import numpy as np
 
@@ -65,27 +66,26 @@ class Fabric:
                 raise DistscopeError(f"fabric {self.name}: link {self.link_name(ln)} is a loop on one node")
         self._check_connected()
 
-    # --- derived arrays (cached on first use; the dataclass is frozen) ---
-    @property
+    # --- derived (computed on first use; cached_property writes the instance dict, which a frozen
+    # dataclass allows) ---
+    @functools.cached_property
     def src(self) -> np.ndarray:
-        return self._arrays()[0]
+        return np.array([ln.src for ln in self.links], dtype=np.int64)
 
-    @property
+    @functools.cached_property
     def dst(self) -> np.ndarray:
-        return self._arrays()[1]
+        return np.array([ln.dst for ln in self.links], dtype=np.int64)
 
-    @property
+    @functools.cached_property
     def cap_Bps(self) -> np.ndarray:
-        return self._arrays()[2]
+        return np.array([ln.bw_Bps for ln in self.links], dtype=float)
 
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cached = self.__dict__.get("_arr")
-        if cached is None:
-            cached = (np.array([ln.src for ln in self.links], dtype=np.int64),
-                      np.array([ln.dst for ln in self.links], dtype=np.int64),
-                      np.array([ln.bw_Bps for ln in self.links], dtype=float))
-            object.__setattr__(self, "_arr", cached)
-        return cached
+    @functools.cached_property
+    def _out(self) -> dict[tuple[int, Plane], list[int]]:
+        table: dict[tuple[int, Plane], list[int]] = {}
+        for k, ln in enumerate(self.links):
+            table.setdefault((ln.src, ln.plane), []).append(k)
+        return table
 
     @property
     def domains(self) -> int:
@@ -99,13 +99,7 @@ class Fabric:
 
     def out_links(self, node: int, plane: Plane) -> list[int]:
         """Link indices leaving `node` in `plane`."""
-        table = self.__dict__.get("_out")
-        if table is None:
-            table = {}
-            for k, ln in enumerate(self.links):
-                table.setdefault((ln.src, ln.plane), []).append(k)
-            object.__setattr__(self, "_out", table)
-        return table.get((node, plane), [])
+        return self._out.get((node, plane), [])
 
     def nic_Bps(self, gpu: int) -> float:
         """A GPU's scale-out injection bandwidth: the sum of its scale-out links (every NIC port, every plane)."""
