@@ -10,8 +10,11 @@ torch on this machine and tabulate their throughput (schema: measure/kernel_prof
   FlashAttention's benchmark (Dao 2023: 16k tokens, width 2048).
 - Element-wise: `torch.add(x, 1, out=y)` (read + write) over buffer sizes, against memory bandwidth.
 
-Timing: CUDA events around each call after warm-up on a GPU; wall clock (perf_counter) on CPU. The
-reported time is the median of `iters` calls. torch is imported inside the functions.
+Timing: on a GPU, CUDA events around a sample of back-to-back calls (enough for 2 ms, at most 100)
+queued behind a `torch.cuda._sleep` spin, so that host launch overhead cannot starve the GPU between
+calls: the time per call is the kernels' own. (Timing one call between events measured a 512x256x256
+bf16 GEMM at 22 us on an H200, the host's launch time, not the kernel's.) Wall clock (perf_counter) on
+CPU. The reported time is the median of `iters` samples. torch is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -70,21 +73,42 @@ class KernelSweep:
                    elementwise_bytes=tuple(1 << k for k in range(20, 32, 2)), dtypes=tuple(dtypes), warmup=5, iters=20)
 
 
-def _timer(device: str) -> Callable[[Callable[[], Any], int, int], float]:
+SAMPLE_S = 2e-3  # GPU time one timed sample spans at least (back-to-back calls of a short kernel)
+MAX_CALLS = 100
+# torch.cuda._sleep spins this many clock cycles per queued call: 50 us at 2 GHz, above a torch call's
+# host cost, so the queue never runs dry while the host is still launching the sample
+SLEEP_CYCLES_PER_CALL = 100_000
+
+
+def calls_per_sample(one_call_s: float) -> int:
+    """Back-to-back calls per timed sample: enough that a sample lasts SAMPLE_S, at most MAX_CALLS."""
+    return int(min(MAX_CALLS, max(1, SAMPLE_S // max(one_call_s, 1e-7))))
+
+
+def make_timer(device: str) -> Callable[[Callable[[], Any], int, int], float]:
     import torch
 
     def cuda_time(fn: Callable[[], Any], warmup: int, iters: int) -> float:
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        reps = calls_per_sample(start.elapsed_time(end) / 1e3)
         times = []
         for _ in range(iters):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            # hold the GPU while the host queues the sample's calls, so the events time the kernels and
+            # not the host's launches (10-20 us per torch call: more than a small GEMM takes)
+            torch.cuda._sleep(reps * SLEEP_CYCLES_PER_CALL)
             start.record()
-            fn()
+            for _ in range(reps):
+                fn()
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
+            times.append(start.elapsed_time(end) / 1e3 / reps)
         return statistics.median(times)
 
     def cpu_time(fn: Callable[[], Any], warmup: int, iters: int) -> float:
@@ -157,7 +181,7 @@ def measure_kernels(sweep: KernelSweep, device: str = "", progress: Callable[[],
         raise DistscopeError(f"--device={device!r}: torch sees no CUDA device")
     if device not in ("cpu",) and not device.startswith("cuda"):
         raise DistscopeError(f"--device={device!r} must be cpu or cuda[:N]")
-    timer = _timer(device)
+    timer = make_timer(device)
     tick = progress or (lambda: None)
     dtypes = [d for d in sweep.dtypes if d is not DType.FP8 or fp8_supported(device)]
     if not dtypes:
