@@ -51,9 +51,14 @@ def main() -> None:
     ap.add_argument("--sleep-ms", type=float, default=0.0)
     ap.add_argument("--sleep-at", choices=["step", "backward"], default="step")
     ap.add_argument("--comm-hook", choices=["none", "fp16"], default="none", help="ddp only: DDP comm hook")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: one GPU per rank (LOCAL_RANK) and NCCL instead of gloo")
     args = ap.parse_args()
 
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout_s))
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dev = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout_s))
     torch.manual_seed(0)
     cfg = GPTConfig(hidden=args.hidden, ffn_hidden=4 * args.hidden, seq_len=args.seq_len)
     world = dist.get_world_size()
@@ -63,8 +68,8 @@ def main() -> None:
     batch = args.micro_batch * nmb
 
     if args.layout == "ddp":
-        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
-        model: torch.nn.Module = DDP(GPT(cfg), process_group=mesh.get_group("dp"))
+        mesh = init_device_mesh(args.device, (world,), mesh_dim_names=("dp",))
+        model: torch.nn.Module = DDP(GPT(cfg).to(dev), process_group=mesh.get_group("dp"))
         if args.comm_hook == "fp16":
             from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import fp16_compress_hook
 
@@ -74,30 +79,30 @@ def main() -> None:
     elif args.layout == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
-        model = GPT(cfg)
+        mesh = init_device_mesh(args.device, (world,), mesh_dim_names=("dp",))
+        model = GPT(cfg).to(dev)
         for blk in model.blocks:
             fully_shard(blk, mesh=mesh)
         fully_shard(model, mesh=mesh)
     elif args.layout == "tp":
-        mesh = init_device_mesh("cpu", (world // 2, 2), mesh_dim_names=("dp", "tp"))
+        mesh = init_device_mesh(args.device, (world // 2, 2), mesh_dim_names=("dp", "tp"))
         torch.manual_seed(1 + mesh.get_local_rank("tp"))  # distinct shards per tp rank, equal over dp
-        model = DDP(GPT(cfg, tp_group=mesh.get_group("tp")), process_group=mesh.get_group("dp"))
+        model = DDP(GPT(cfg, tp_group=mesh.get_group("tp")).to(dev), process_group=mesh.get_group("dp"))
     else:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
-        mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("pp", "dp"))
+        mesh = init_device_mesh(args.device, (2, world // 2), mesh_dim_names=("pp", "dp"))
         stage_idx = mesh.get_local_rank("pp")
         half = cfg.layers // 2
         torch.manual_seed(1 + stage_idx)
-        stage_mod = GPT(cfg, first_layer=stage_idx * half, last_layer=(stage_idx + 1) * half)
-        stage = PipelineStage(stage_mod, stage_idx, 2, torch.device("cpu"), group=mesh.get_group("pp"))
+        stage_mod = GPT(cfg, first_layer=stage_idx * half, last_layer=(stage_idx + 1) * half).to(dev)
+        stage = PipelineStage(stage_mod, stage_idx, 2, dev, group=mesh.get_group("pp"))
         schedule = Schedule1F1B(stage, n_microbatches=nmb, loss_fn=lm_loss)
         model = stage_mod
 
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(args.steps):
-        tokens = torch.randint(0, cfg.vocab, (batch, cfg.seq_len + 1), generator=gen)
+        tokens = torch.randint(0, cfg.vocab, (batch, cfg.seq_len + 1), generator=gen).to(dev)
         x, y = tokens[:, :-1], tokens[:, 1:]
         opt.zero_grad()
         if rank == args.sleep_rank and args.sleep_at == "step":

@@ -43,6 +43,15 @@ How the step becomes a graph (times from Kineto, in the job's own order):
   done (capture_files.first_completions).
 * An op on another thread runs after what it needs, or else after the latest op of the training thread
   that started before it (the op that enqueued it, as TraceLinker.enforce_inter_thread_order does).
+* GPU jobs. A device op (kernel, copy, memset: the linker's device nodes) runs on its stream's lane, after
+  its stream's previous op and the host op that launched it (or, for a launch between a host op's
+  callees, the leaf of that thread that started last before the launcher). Host ops take part in no
+  storage dependency with device ops: they enqueue work on device buffers without waiting for it. A
+  training-thread gap in which an autograd engine thread (CUDA backward runs on one per device) finished
+  work is the thread blocked in backward(): a wait on the engine's last op in the gap, not Python time.
+  The step ends with its last op on any lane (the capture synchronizes the device before it stops).
+  Known limit: a host op that synchronizes with the device inside the step (`.item()`, a D2H copy) keeps
+  its measured duration instead of waiting for the kernels before it.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ from distscope.trace.profiler_cost import ProfilerCost, node_tensors
 
 STEP_MARK = "distscope::step"
 COMM_MARK = "distscope::comm"
+ENGINE_OP = "autograd::engine::evaluate_function"  # the autograd engine's per-node record function
 SKEW_NAME = "(completion skew)"  # a wait that ended after the collective's first completion in its group
 EXEC_PREFIXES = ("gloo:",)  # record functions of a backend's worker thread that execute a collective
 _COLL_OF = {
@@ -126,6 +136,8 @@ class _Ev:
     reads: frozenset[int] = frozenset()  # storage ids of its tensor inputs and outputs
     writes: frozenset[int] = frozenset()  # storage ids of its tensor outputs
     profiler_s: float = 0.0  # what the profiler added inside its interval (its own callbacks and its callees')
+    launcher: int | None = None  # a device op (kernel, copy, memset): the host op that launched it
+    engine: bool = False  # a host op on an autograd engine thread (a device's backward thread)
 
 
 def _marks(name: str) -> dict[str, str]:
@@ -299,6 +311,9 @@ def build_rank(
         return f"tid:{node_attrs(n).get('tid')}"
 
     leaves: list[_Ev] = []
+    # the autograd engine's device threads (CUDA backward runs there while the training thread blocks)
+    engine_lanes = {lane_of(n) for n in nodes if "ts" in n and "cat" not in n
+                    and str(n.get("name", "")).startswith(ENGINE_OP)} - {main_lane}
     eps = 1.0  # us: Kineto rounds to the microsecond in places
     # Profiler cost outside the ops' intervals, by lane: (time, seconds) at op boundaries, in the gaps
     boundaries: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -316,9 +331,13 @@ def build_rank(
         for c in callees:
             cn = by_id[c]
             if "ts" in cn and "cat" not in cn and lane_of(cn) == lane:
-                total += cost.total(node_tensors(cn))
+                total += cost.total(node_tensors(cn), launches(c))
             total += callees_cost(children.get(c, ()), lane)
         return total
+
+    def launches(nid: int) -> int:
+        """Device ops (kernels, copies, memsets) the op launched itself (the linker's ctrl_deps)."""
+        return sum(1 for c in children.get(nid, ()) if "cat" in by_id[c])
 
     def visit(nid: int) -> None:
         n = by_id[nid]
@@ -328,21 +347,28 @@ def build_rank(
         t0, t1 = (rel(float(n["ts"])), rel(float(n["ts"]) + float(n["inclusive_dur"]))) if timed else (0.0, 0.0)
         cpu = timed and "cat" not in n
         lane = lane_of(n) if timed else ""
-        if inside and (nid in opaque or nid in waits or not any("ts" in by_id[c] and contained(c, n) for c in kids)):
+        # a device op the host op launched runs on its stream's lane, whenever it ran: it never makes its
+        # launcher a parent (a GPU idle at the launch runs it inside the launcher's interval)
+        host_kids = [c for c in kids if "cat" not in by_id[c]]
+        if inside and (nid in opaque or nid in waits or not any("ts" in by_id[c] and contained(c, n) for c in host_kids)):
             if not (nid in opaque and str(n["name"]).startswith(EXEC_PREFIXES)):
                 outs = _storages((n.get("outputs") or {}).get("values"))
                 added = 0.0
                 if cpu:
                     k = node_tensors(n)
-                    added = cost.inside(k) + callees_cost((c for c in kids if contained(c, n)), lane)
-                    boundaries[lane] += [(t0 - tiny, cost.outside(k) / 2), (t1 + tiny, cost.outside(k) / 2)]
+                    added = cost.inside(k, launches(nid)) + callees_cost((c for c in kids if contained(c, n)), lane)
+                    out_s = cost.outside(k, launches(nid))
+                    boundaries[lane] += [(t0 - tiny, out_s / 2), (t1 + tiny, out_s / 2)]
+                parent = n.get("ctrl_deps")
                 leaves.append(_Ev(nid, str(n["name"]), lane, t0, t1,
                                   reads=outs | _storages((n.get("inputs") or {}).get("values")), writes=outs,
-                                  profiler_s=added))
-            kids = [c for c in kids if not contained(c, n)]
+                                  profiler_s=added, launcher=parent if not cpu and isinstance(parent, int) else None,
+                                  engine=lane in engine_lanes))
+            kids = [c for c in kids if "cat" in by_id[c] or not contained(c, n)]
         elif inside and cpu:  # an op with callees: its callbacks run in the gaps around its first and last callee
             k = node_tensors(n)
-            boundaries[lane] += [(t0 - tiny, cost.inside(k) + cost.outside(k) / 2), (t1 + tiny, cost.outside(k) / 2)]
+            out_s = cost.outside(k, launches(nid))
+            boundaries[lane] += [(t0 - tiny, cost.inside(k, launches(nid)) + out_s / 2), (t1 + tiny, out_s / 2)]
         for c in kids:
             visit(c)
 
@@ -357,9 +383,33 @@ def build_rank(
                 visit(int(n["id"]))
     finally:
         sys.setrecursionlimit(limit)
+    leaves = _launchers_as_leaves(leaves, by_id, lane_of, rel)
     gaps = _GapCost(boundaries)
     return dataclasses.replace(_assemble(rank, where, leaves, comms, waits, main_lane, (w1 - w0) * 1e-6, rel, gaps),
                                start_us=w0)
+
+
+def _launchers_as_leaves(leaves: list[_Ev], by_id: dict[int, dict[str, Any]], lane_of: Any, rel: Any) -> list[_Ev]:
+    """Each device op's launcher as a leaf of the graph: the launching op itself when it is a leaf, else
+    the leaf of its thread that started last before it did (the launch came between its callees; a
+    later leaf could be a reader of the device op's output, and a cycle)."""
+    ids = {e.nid for e in leaves}
+    by_lane: dict[str, list[_Ev]] = defaultdict(list)
+    for e in leaves:
+        if e.launcher is None:
+            by_lane[e.lane].append(e)
+    for evs in by_lane.values():
+        evs.sort(key=lambda e: e.start)
+    starts = {lane: [e.start for e in evs] for lane, evs in by_lane.items()}
+    out = []
+    for e in leaves:
+        if e.launcher is not None and e.launcher not in ids:
+            op = by_id.get(e.launcher, {})
+            lane = lane_of(op) if "ts" in op else ""
+            j = bisect.bisect_right(starts.get(lane, []), rel(float(op.get("ts", 0.0)))) - 1
+            e = dataclasses.replace(e, launcher=by_lane[lane][j].nid if j >= 0 else None)
+        out.append(e)
+    return out
 
 
 class _GapCost:
@@ -490,12 +540,21 @@ def _assemble(
             chain("(wait)", 0.0, main_lane, _take(carry))
             chain(SKEW_NAME, late, main_lane, [])
 
+    # A training-thread gap in which an autograd engine thread finished work was the thread blocked in
+    # backward(): a wait on the engine's last op in the gap, not Python time.
+    engine = sorted((e for e in leaves if e.engine), key=lambda e: e.end)
+    engine_ends = [e.end for e in engine]
+
+    def engine_wait(t0: float, t1: float) -> list[Any]:
+        j = bisect.bisect_right(engine_ends, t1) - 1
+        return [("ev", engine[j].nid)] if j >= 0 and engine_ends[j] > t0 else []
+
     stream: list[_Ev | None] = [*main, None]
     for item in stream:
         start = step_s if item is None else item.start
         needs = [] if item is None else cross.get(item.nid, [])
         if start > t:
-            pending_keys = [k for k in needs if ends.get(k, start) > t]
+            pending_keys = [k for k in needs if ends.get(k, start) > t] + engine_wait(t, start)
             if pending_keys:
                 implicit += 1
                 waited(pending_keys, t, start)
@@ -530,7 +589,9 @@ def _assemble(
         prev = None
         for ev in evs:
             needs = list(cross.get(ev.nid, []))
-            if not needs:
+            if ev.launcher is not None:  # a device op runs after its launch (and its stream's previous op)
+                needs.append(("ev", ev.launcher))
+            elif not needs:
                 j = bisect.bisect_right(main_start_ts, ev.start) - 1
                 needs = [("ev", main_starts[j][1])] if j >= 0 else []
             nid = chain(ev.name, gaps.take(lane, ev.end - ev.start, ev.profiler_s), lane, needs)
@@ -574,12 +635,16 @@ def _cross_lane_deps(leaves: list[_Ev], comm_of_op: dict[int, dict[str, Any]]) -
     """Data dependencies from the host trace's tensor storage ids, in time order: the first op on a lane
     that touches a buffer of a collective issued earlier needs that collective (a correct program
     touches it only after the collective completed), and an op that touches a buffer last written by an
-    op of another lane needs that op."""
+    op of another lane needs that op. Device ops (kernels, copies) take no part: see below."""
     inflight: dict[int, list[Any]] = defaultdict(list)  # storage -> comms issued on it
     writer: dict[int, _Ev] = {}
     used: set[tuple[Any, str]] = set()
     out: dict[int, list[Any]] = defaultdict(list)
     for ev in sorted(leaves, key=lambda e: (e.start, e.end)):
+        if ev.launcher is not None:
+            # a device op runs after its launch, in its stream's order; a host op enqueues work on device
+            # buffers without waiting for them (only a synchronizing call does, and it is timed as such)
+            continue
         if ev.nid in comm_of_op:
             key = ("comm", id(comm_of_op[ev.nid]))
             for s in ev.reads:

@@ -15,6 +15,10 @@ small MLP training loop (a realistic op mix, with a working set beyond the per-c
   inside  = a + b * tensors fitted (numpy.polyfit) over the one-op loops' median Kineto duration less
             the op's own time ((plain loop - empty loop) / n): callbacks after the op's start stamp;
   outside = total - inside: the part in the gaps around the op.
+  launch  = on a CUDA job, a fifth loop, the same add on GPU tensors: what it costs beyond its ops'
+            CPU-side share, per kernel launch (CUPTI's callback on every CUDA runtime call; counted by the
+            cudaLaunchKernel / cudaMemcpy / cudaMemset calls in its trace), split as the CPU ops' cost is:
+            inside (its median Kineto duration less its own time, beyond a CPU op's inside share) and outside.
 The observer writes every tensor argument, so the cost grows with them. `ProfilerCost` (torch-free)
 applies it.
 """
@@ -53,22 +57,36 @@ class ProfilerCost:
 
     inside_s: tuple[float, float] = (0.0, 0.0)
     outside_s: tuple[float, float] = (0.0, 0.0)
+    # per device launch (kernel, copy, memset) the op made, beyond its CPU-side cost: inside and outside it
+    launch_s: tuple[float, float] = (0.0, 0.0)
 
-    def inside(self, n: int) -> float:
-        return max(0.0, self.inside_s[0] + self.inside_s[1] * n)
+    def inside(self, n: int, launches: int = 0) -> float:
+        return max(0.0, self.inside_s[0] + self.inside_s[1] * n + self.launch_s[0] * launches)
 
-    def outside(self, n: int) -> float:
-        return max(0.0, self.outside_s[0] + self.outside_s[1] * n)
+    def outside(self, n: int, launches: int = 0) -> float:
+        return max(0.0, self.outside_s[0] + self.outside_s[1] * n + self.launch_s[1] * launches)
 
-    def total(self, n: int) -> float:
-        return self.inside(n) + self.outside(n)
+    def total(self, n: int, launches: int = 0) -> float:
+        return self.inside(n, launches) + self.outside(n, launches)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> ProfilerCost:
         if not data:
             return cls()
         return cls(inside_s=(float(data["inside_s"][0]), float(data["inside_s"][1])),
-                   outside_s=(float(data["outside_s"][0]), float(data["outside_s"][1])))
+                   outside_s=(float(data["outside_s"][0]), float(data["outside_s"][1])),
+                   launch_s=_pair(data.get("launch_s")))
+
+
+# CUDA runtime calls that put work on a stream: each one is a device node (kernel, copy, memset) of the trace
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaMemcpy", "cudaMemset", "cuLaunchKernel")
+
+
+def _pair(v: Any) -> tuple[float, float]:
+    """A per-launch cost: [inside, outside] (a lone number from an earlier capture is all inside)."""
+    if isinstance(v, list | tuple) and len(v) == 2:
+        return float(v[0]), float(v[1])
+    return (max(0.0, float(v)), 0.0) if isinstance(v, int | float) else (0.0, 0.0)
 
 
 def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> dict[str, Any]:
@@ -100,11 +118,17 @@ def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> di
         "aten::cat/16": (lambda: torch.cat(xs16), n),
         "train": (train, train_iters),  # a realistic op mix: forward, autograd engine, optimizer
     }
+    cuda = torch.cuda.is_initialized() and any("CUDA" in str(act) for act in activities)
+    if cuda:  # the same op launching a kernel: CUPTI's per-launch callback on top of the op's own cost
+        ca, cb = a.cuda(), b.cuda()
+        work["cuda:aten::add"] = (lambda: torch.add(ca, cb), n)
 
     def loop(f: Callable[[], Any], k: int) -> float:
         t0 = time.perf_counter()
         for _ in range(k):
             f()
+        if cuda:  # host time only: the launches are queued, not waited for (the queue never fills here)
+            torch.cuda.synchronize()
         return time.perf_counter() - t0
 
     train()
@@ -138,6 +162,8 @@ def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> di
         return mark_of.get(p)
 
     recorded: dict[str, list[int]] = {k: [] for k in work}
+    launches = {k: sum(1 for e in events if e.get("cat") == "cuda_runtime" and str(e.get("name", "")).startswith(
+        LAUNCH_CALLS) and marks[k][0] <= e["ts"] <= marks[k][1]) for k in work}
     for h in host:
         owner = workload(h)
         if owner is not None:
@@ -146,19 +172,30 @@ def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> di
     for k, (_, m) in work.items():
         total = max(0.0, profiled[k] - plain[k])  # seconds over the whole loop
         point: dict[str, Any] = {"workload": k, "events": len(recorded[k]), "tensors": sum(recorded[k]),
-                                 "plain_s": plain[k], "profiled_s": profiled[k]}
+                                 "launches": launches[k], "plain_s": plain[k], "profiled_s": profiled[k]}
         if k != "train":  # one op per iteration: how much of its cost lies inside its Kineto interval
             t0, t1 = marks[k]
-            durs = [float(e["dur"]) * 1e-6 for e in events if e.get("name") == k.split("/")[0] and t0 <= e["ts"] <= t1]
+            op = k.removeprefix("cuda:").split("/")[0]
+            durs = [float(e["dur"]) * 1e-6 for e in events if e.get("name") == op and t0 <= e["ts"] <= t1]
             own = max(0.0, plain[k] / m - empty)
             point["inside_per_op_s"] = min(total / m, max(0.0, statistics.median(durs) - own)) if durs else 0.0
         points.append(point)
     # total cost: least squares of  a * events + b * tensors = profiled - plain  over the workloads
-    mat = np.array([[p["events"], p["tensors"]] for p in points], dtype=float)
-    rhs = np.array([p["profiled_s"] - p["plain_s"] for p in points])
+    cpu_points = [p for p in points if not p["launches"]]
+    mat = np.array([[p["events"], p["tensors"]] for p in cpu_points], dtype=float)
+    rhs = np.array([p["profiled_s"] - p["plain_s"] for p in cpu_points])
     (ta, tb), *_ = np.linalg.lstsq(mat, rhs, rcond=None)
-    ops = [p for p in points if "inside_per_op_s" in p]
+    ops = [p for p in points if "inside_per_op_s" in p and not p["launches"]]
     fit_in = np.polyfit([p["tensors"] / max(1, p["events"]) for p in ops], [p["inside_per_op_s"] for p in ops], 1)
     ia, ib = float(fit_in[1]), float(fit_in[0])
+    # per launch: what the CUDA loop costs beyond the same ops' CPU-side cost, and the part of it inside
+    # the op's Kineto interval (CUPTI's callback in the launch) beyond the CPU op's inside share
+    launch_in = launch_out = 0.0
+    for p in points:
+        if p["launches"]:
+            per_op = p["tensors"] / max(1, p["events"])
+            extra = p["profiled_s"] - p["plain_s"] - (ta * p["events"] + tb * p["tensors"])
+            launch_in = max(0.0, p.get("inside_per_op_s", 0.0) - (ia + ib * per_op)) * p["events"] / p["launches"]
+            launch_out = extra / p["launches"] - launch_in
     return {"inside_s": [ia, ib], "outside_s": [float(ta) - ia, float(tb) - ib], "total_s": [float(ta), float(tb)],
-            "points": points}
+            "launch_s": [launch_in, launch_out], "points": points}

@@ -34,6 +34,11 @@ from distscope.measure.logger import CommLogger
 from distscope.trace.from_capture import STEP_MARK
 
 
+def _uses_cuda() -> bool:
+    """Whether the job runs on a GPU (it has made a CUDA context: a CPU job on a GPU host has not)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
 def _rank() -> int:
     import torch.distributed as dist
 
@@ -92,11 +97,14 @@ class _Recorder:
 
         rank = _rank()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if _uses_cuda() else [])
         self.cost = calibrate(acts)  # what the profiler adds per op, on this host now (trace/profiler_cost.py)
         et = self._et = ExecutionTraceObserver().register_callback(str(self.out_dir / f"host.{rank}.json"))
         self._prof = profile(activities=acts, record_shapes=True, execution_trace_observer=et)
         self._prof.start()
+        if _uses_cuda():
+            # the profiler's first CUDA calls set up CUPTI (2-3 ms on an H200 host): outside the step
+            torch.ones(1, device=torch.cuda.current_device()).add_(1).item()
         _store_barrier(f"distscope_capture/{next(_STARTS)}")  # every rank starts captures in the same order
         # the measured step spans the step record function's enter and exit: the execution-trace observer
         # writes its node on enter (0.05-0.7 ms), inside the Kineto window the simulated step replays
@@ -107,7 +115,7 @@ class _Recorder:
     def stop(self, step: int | None) -> None:
         if self._prof is None or self.done:
             return
-        if torch.cuda.is_available():
+        if _uses_cuda():
             torch.cuda.synchronize()
         self._mark.__exit__(None, None, None)
         step_s = time.perf_counter() - self._t0
@@ -162,6 +170,11 @@ class CaptureLogger(CommLogger):
 
     def _on_step(self, *a: Any) -> None:
         super()._on_step(*a)
+        if _uses_cuda():
+            # a GPU step ends when its kernels do: optimizer.step() returns while they are still queued,
+            # and an unsynchronized host clock times one step short and the next long (an H200 capture
+            # saw 21 ms and 220 ms steps alternate in a job whose every step ran 220 ms)
+            torch.cuda.synchronize()
         self.step_times_s.append(time.perf_counter() - self._last)
         self.rank = _rank()  # remembered: at exit the job may have destroyed its process group
         if self._step == self.capture_step + 1:
