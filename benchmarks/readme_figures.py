@@ -116,6 +116,20 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "multipath/ECMP ratio {fabric_routing:summary.meta_ratio_model:.2f} vs published up to 1.4 (missed); "
      "{fabric_routing:speed.allreduce_1024_ecmp_wall_s:.2f} s / {fabric_routing:speed.alltoall_ep64_on_1024_ecmp_wall_s:.1f} s "
      "(target 10 s)", "`python benchmarks/fabric_routing.py`"),
+    ("distscope's models against one NVIDIA H200 (`data/device/nvidia-h200-2026-11-26`, made by "
+     "`data/device/run_gpu_checks.sh`; nothing fitted to it): kernels, MoE grouped GEMMs, ResNet training steps, "
+     "the example GPT captured on the GPU, the CPU scale-out on its 16 cores",
+     "GEMM model vs 100 measured shapes each: bf16 {device_check:gemm.bf16.all.mean_abs_pct}% / fp8 "
+     "{device_check:gemm.fp8.all.mean_abs_pct}% mean abs error; routed experts vs torch._grouped_mm (>= 2048 rows per "
+     "group) {device_check:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; ResNet-50 step at batch 256 "
+     "{device_check:modules.rows.3.error_pct:+.1f}% (host-bound small batches down to "
+     "-{device_check:modules.all.max_abs_pct:.0f}%); GPU captures: GPU-bound "
+     "{device_check:captures.gpu_compute_bound.mean_abs_pct}% mean abs ({device_check:captures.gpu_compute_bound.n}), "
+     "launch-bound {device_check:captures.gpu_launch_bound.mean_abs_pct}% ({device_check:captures.gpu_launch_bound.n}; "
+     "target 15%: not met); 2 -> 8 gloo ranks {device_check:captures.cpu_scale_2_to_8.error_pct:+.1f}%; distscope's "
+     "eager int4 codec {device_check:codec.int4_g128.encode_GBps_fp32_input} GB/s vs "
+     "{device_check:codec.estimator_gpu_quant_GBps} assumed",
+     "`python benchmarks/device_check.py`"),
     ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
      "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "
      "{simulate_speed:llama405b_16384_symmetric.simulate_plus_compile_wall_s:.2f} s",

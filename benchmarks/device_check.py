@@ -1,0 +1,219 @@
+"""distscope's models against what a real GPU measured (data/device/<device>-<date>/, made by
+data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: every figure is out of sample.
+
+- GEMM: the analytic model (model/efficiency.py: the published MAMF ceiling, the size-saturation curve)
+  against `distscope measure kernels`' grid of 100 shapes per dtype, as a kernel benchmark (σ = 1).
+- Attention: the published-kernel curves (model/kernel_data.py: FA2, cuDNN, FA3 on H100) against
+  torch's scaled_dot_product_attention as measured.
+- Grouped GEMM: the routed-expert pricing (one GEMM per local expert on the dense curve) against
+  torch._grouped_mm for five published MoE shapes, and that op against one dense GEMM of a group.
+- Modules: `estimate` of ResNet-50 / ResNeXt-101 training steps (model/module_estimate.py) against the
+  measured steps (module_runs.csv beside the data).
+- Codec: distscope's int8 / int4 quantizer (compress/quantize.py, eager torch) against the throughput
+  the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
+- Captures: `simulate` of each captured job (trace capture, on the GPU and on the same host's CPU cores)
+  against the job's own unprofiled step; the 2-rank CPU capture scaled to 8 ranks (`--dp 8`).
+Writes benchmarks/results/device_check.json.
+
+    python benchmarks/device_check.py [--data data/device/nvidia-h200-2026-11-26]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from _results import save
+from distscope.compress.spec import GPU_QUANT_GBps
+from distscope.dtypes import DType
+from distscope.model import efficiency as eff
+from distscope.model import kernel_data
+from distscope.system.device import get_device
+from distscope.trace.capture_files import postprocess
+from distscope.validate.module_rows import predict_file
+
+REPO = Path(__file__).resolve().parents[1]
+DEVICE = "h200-sxm-141gb"  # the distscope device key of the GPU that ran data/device/nvidia-h200-*
+
+
+def _stats(errs: list[float]) -> dict[str, float]:
+    a = [abs(e) for e in errs]
+    return {"n": len(errs), "mean_abs_pct": round(statistics.fmean(a), 1), "median_abs_pct": round(statistics.median(a), 1),
+            "max_abs_pct": round(max(a), 1), "signed_mean_pct": round(statistics.fmean(errs), 1)}
+
+
+def _pct(model: float, measured: float) -> float:
+    return 100.0 * (model / measured - 1.0)
+
+
+def gemm(kernels: dict[str, Any]) -> dict[str, Any]:
+    dev = get_device(DEVICE)
+    out: dict[str, Any] = {}
+    for dt_name, g in kernels["gemm"].items():
+        dt = DType(dt_name)
+        ceiling = kernel_data.gemm_ceiling(dev.name, dt)
+        errs, big = [], []
+        for i, m in enumerate(g["m"]):
+            for j, n in enumerate(g["n"]):
+                for k_i, k in enumerate(g["k"]):
+                    t = eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)
+                    e = _pct(2.0 * m * n * k / t / 1e12, g["tflops"][i][j][k_i])
+                    errs.append(e)
+                    if min(m, n, k) >= 1024:
+                        big.append(e)
+        best = max(max(max(r) for r in plane) for plane in g["tflops"])
+        out[dt_name] = {"all": _stats(errs), "all_dims_ge_1024": _stats(big), "measured_best_tflops": round(best, 1),
+                        "model_ceiling_tflops": round(ceiling * dev.flops(dt) / 1e12, 1)}
+    return out
+
+
+def attention(kernels: dict[str, Any]) -> dict[str, Any]:
+    dev = get_device(DEVICE)
+    out: dict[str, Any] = {}
+    for dt_name, by_mask in kernels["attention"].items():
+        dt = DType(dt_name)
+        for mask, t in by_mask.items():
+            causal = mask == "causal"
+            for kernel in ("fa2", "cudnn", "fa3"):
+                for pss, key in (("fwd", "fwd_tflops"), ("bwd", "bwd_tflops")):
+                    errs = []
+                    for i, seq in enumerate(t["seq"]):
+                        for j, hd in enumerate(t["head_dim"]):
+                            e = kernel_data.attention_efficiency(dev.name, dt, kernel, causal, hd, seq, pss)
+                            errs.append(_pct(e * dev.flops(dt) / 1e12, t[key][i][j]))
+                    out[f"{dt_name} {mask} {kernel} {pss}"] = _stats(errs)
+    return out
+
+
+def grouped(probe: dict[str, Any]) -> dict[str, Any]:
+    dev = get_device(DEVICE)
+    dt = DType.BF16
+    ceiling = kernel_data.gemm_ceiling(dev.name, dt)
+    rows = [r for r in probe["grouped_gemm"]["rows"] if "grouped_tflops" in r]
+    errs, vs_dense, vs_loop, per_row = [], [], [], []
+    for r in rows:
+        g, m, n, k = r["groups"], r["m_per_group"], r["n"], r["k"]
+        t = g * eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)
+        e = _pct(2.0 * g * m * n * k / t / 1e12, r["grouped_tflops"])
+        errs.append(e)
+        vs_dense.append(r["grouped_tflops"] / r["dense_one_tflops"])
+        vs_loop.append(r["grouped_tflops"] / r["loop_tflops"])
+        per_row.append({k2: r[k2] for k2 in ("model", "gemm", "groups", "m_per_group")} | {
+            "measured_tflops": round(r["grouped_tflops"], 1), "model_error_pct": round(e, 1)})
+    big = [e for e, r in zip(errs, rows, strict=True) if r["m_per_group"] >= 2048]
+    return {"model_vs_grouped_mm": _stats(errs), "m_per_group_ge_2048": _stats(big),
+            "grouped_over_one_dense_gemm": {"median": round(statistics.median(vs_dense), 2), "min": round(min(vs_dense), 2),
+                                            "max": round(max(vs_dense), 2)},
+            "grouped_over_python_loop": {"median": round(statistics.median(vs_loop), 2), "min": round(min(vs_loop), 2),
+                                         "max": round(max(vs_loop), 2)},
+            "rows": per_row}
+
+
+def modules(data: Path) -> dict[str, Any]:
+    res = predict_file(data / "module_runs.csv", REPO)
+    rows = [{"run_id": r.run_id, "measured_s": round(r.measured_step_time_s, 5), "predicted_s": round(r.predicted_step_time_s, 5),
+             "error_pct": round(r.error_pct, 1)} for r in res]
+    for r in rows:
+        print(f"  {r['run_id']:28s} measured {r['measured_s'] * 1e3:7.2f} ms  predicted {r['predicted_s'] * 1e3:7.2f} ms  "
+              f"{r['error_pct']:+.1f}%")
+    b256 = [r["error_pct"] for r in rows if r["run_id"].endswith("-B256")]
+    return {"all": _stats([r["error_pct"] for r in rows]), "batch_256": _stats(b256), "rows": rows}
+
+
+def codec(probe: dict[str, Any]) -> dict[str, Any]:
+    rows = probe["codec"]["rows"]
+    copy = next(r for r in rows if r["kernel"] == "copy")
+    out: dict[str, Any] = {"copy_GBps_moved": round(copy["GBps_moved"]), "estimator_gpu_quant_GBps": round(GPU_QUANT_GBps)}
+    for r in rows:
+        if r["kernel"] != "copy":
+            out[r["kernel"].replace(" g=", "_g")] = {"encode_GBps_fp32_input": round(r["encode_GBps_input"]),
+                                "decode_GBps_fp32_output": round(r["decode_GBps_output"]),
+                                # the estimator's figure is per GB of bf16 input: half the bytes of fp32 per element
+                                "encode_vs_estimator": round(r["encode_GBps_input"] / 2 / GPU_QUANT_GBps, 3)}
+    return out
+
+
+def _simulate(cap: Path, *args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "distscope", "simulate", str(cap), "--json", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"device_check: simulate {cap.name} failed: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)
+
+
+def captures(data: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"gpu": [], "cpu": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        with tarfile.open(data / "captures.tar.gz") as tar:
+            tar.extractall(root, filter="data")
+        for cap in sorted(p for p in root.iterdir() if p.is_dir()):
+            postprocess(cap, convert=False)
+            gpu = cap.name.startswith("gpu_")
+            res = _simulate(cap, *(("--cluster", "dgx-h200", "--gpus", "8") if gpu else
+                                   ("--profile", str(root / "cpu_profile8.json"))))
+            summary = json.loads((cap / "capture.json").read_text())
+            row = {"capture": cap.name, "unprofiled_step_s": round(res["measured_step_s"], 5),
+                   "unprofiled_spread_pct": round(100 * (max(summary["unprofiled_steps_s"]) - min(summary["unprofiled_steps_s"]))
+                                                  / res["measured_step_s"], 1),
+                   "profiled_over_unprofiled": round(res["profiled_step_s"] / res["measured_step_s"], 2),
+                   "simulated_step_s": round(res["step_time_s"], 5),
+                   "error_pct": round(_pct(res["step_time_s"], res["measured_step_s"]), 1)}
+            out["gpu" if gpu else "cpu"].append(row)
+            print(f"  {cap.name:26s} unprofiled {row['unprofiled_step_s'] * 1e3:7.2f} ms (profiled x{row['profiled_over_unprofiled']}) "
+                  f"simulated {row['simulated_step_s'] * 1e3:7.2f} ms  {row['error_pct']:+.1f}%")
+        truth = json.loads((root / "cpu_ddp_8" / "capture.json").read_text())["unprofiled_step_s"]
+        pred = _simulate(root / "cpu_ddp_2", "--profile", str(root / "cpu_profile8.json"), "--dp", "8")["step_time_s"]
+        out["cpu_scale_2_to_8"] = {"predicted_s": round(pred, 5), "measured_s": round(truth, 5),
+                                   "error_pct": round(_pct(pred, truth), 1)}
+        print(f"  scale-out 2 -> 8 gloo ranks: predicted {pred * 1e3:.2f} ms, measured {truth * 1e3:.2f} ms "
+              f"({out['cpu_scale_2_to_8']['error_pct']:+.1f}%)")
+    # compute-bound: the GPU is busy for most of the step (profiling stretched it by < 10%)
+    bound = [r for r in out["gpu"] if r["profiled_over_unprofiled"] < 1.1]
+    launch = [r for r in out["gpu"] if r["profiled_over_unprofiled"] >= 1.1]
+    out["gpu_compute_bound"] = _stats([r["error_pct"] for r in bound]) if bound else None
+    out["gpu_launch_bound"] = _stats([r["error_pct"] for r in launch]) if launch else None
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=REPO / "data/device/nvidia-h200-2026-11-26")
+    args = ap.parse_args()
+    kernels = json.loads((args.data / "kernels.json").read_text())["kernels"]
+    probe = json.loads((args.data / "probe.json").read_text())
+    result: dict[str, Any] = {"data": str(args.data.relative_to(REPO)), "device": kernels["device"],
+                              "source": kernels["source"]}
+    result["gemm"] = gemm(kernels)
+    for dt, s in result["gemm"].items():
+        print(f"GEMM {dt}: model vs measured over {s['all']['n']} shapes: mean |err| {s['all']['mean_abs_pct']}%, "
+              f"max {s['all']['max_abs_pct']}%, signed mean {s['all']['signed_mean_pct']}% (all dims >= 1024: "
+              f"{s['all_dims_ge_1024']['mean_abs_pct']}%); best measured {s['measured_best_tflops']} vs ceiling "
+              f"{s['model_ceiling_tflops']} TFLOP/s")
+    result["attention"] = attention(kernels)
+    for key, s in result["attention"].items():
+        if key.startswith("bf16"):
+            print(f"attention {key}: mean |err| {s['mean_abs_pct']}%, signed {s['signed_mean_pct']}%")
+    result["grouped_gemm"] = grouped(probe)
+    g = result["grouped_gemm"]
+    print(f"grouped GEMM (bf16 torch._grouped_mm, {g['model_vs_grouped_mm']['n']} shapes): model mean |err| "
+          f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
+          f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
+    print("modules (ResNet training steps, bf16):")
+    result["modules"] = modules(args.data)
+    result["codec"] = codec(probe)
+    print(f"codec: {result['codec']}")
+    print("captures (simulate vs the job's own unprofiled step):")
+    result["captures"] = captures(args.data)
+    save("device_check", result)
+
+
+if __name__ == "__main__":
+    main()

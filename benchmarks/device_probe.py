@@ -1,0 +1,167 @@
+"""Measure on a GPU what only a GPU can show, for the kernel and module models to be checked against.
+
+    python benchmarks/device_probe.py --out probe.json           # on the GPU machine (one CUDA device)
+    python benchmarks/device_probe.py --out /tmp/p.json --smoke  # tiny shapes on CPU: checks the script runs
+
+Sections (each one's failure is recorded in the JSON and the next one still runs):
+- grouped_gemm: `torch._grouped_mm` (bf16, 2D x 3D with per-group offsets: the MoE layout torchtitan and
+  Megatron's grouped linear use) for the routed-expert GEMMs of published MoE models, against one dense
+  `torch.matmul` of a single group's shape and against a Python loop of per-group matmuls.
+- modules: training steps (forward, backward, SGD; bf16 autocast, channels-last) and inference passes of
+  examples/modules/resnet.py over batch sizes, timed with CUDA events, median of the timed steps.
+- codec: distscope's own quantize.encode / decode (compress/quantize.py) on a large fp32 buffer, eager,
+  against a device-to-device copy of the same buffer (the HBM ceiling as torch reaches it).
+Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
+queued behind a GPU spin, median of the samples); on CPU (--smoke) wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "examples" / "modules")]
+
+# (model, hidden, moe_intermediate): the routed experts of published MoE configs (HF config.json).
+MOE_SHAPES = (
+    ("deepseek-v3", 7168, 2048),
+    ("qwen3-235b-a22b", 4096, 1536),
+    ("qwen3-30b-a3b", 2048, 768),
+    ("gpt-oss-120b", 2880, 2880),
+    ("mixtral-8x7b", 4096, 14336),
+)
+
+
+def timer(dev: str, warmup: int, iters: int) -> Callable[[Callable[[], Any]], float]:
+    """Seconds per call: distscope measure kernels' timer (back-to-back calls behind a GPU spin)."""
+    from distscope.measure.kernels import make_timer
+
+    t = make_timer(dev)
+    return lambda fn: t(fn, warmup, iters)
+
+
+def grouped_gemm(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    t = timer(dev, 3, 10)
+    rows = []
+    shapes = MOE_SHAPES[:1] if smoke else MOE_SHAPES
+    groups = (2,) if smoke else (8, 32)
+    ms = (16,) if smoke else (128, 512, 2048, 8192)
+    dt = torch.bfloat16
+    for name, hidden, inter in shapes:
+        h, f = (64, 32) if smoke else (hidden, inter)
+        for gemm, n, k in (("up", 2 * f, h), ("down", h, f)):
+            for g in groups:
+                for m in ms:
+                    a = torch.randn(g * m, k, device=dev, dtype=dt)
+                    w = torch.randn(g, n, k, device=dev, dtype=dt)  # weights stored (out, in), as nn.Linear
+                    offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
+                    flops = 2.0 * g * m * n * k
+                    row: dict[str, Any] = {"model": name, "gemm": gemm, "groups": g, "m_per_group": m, "n": n, "k": k}
+                    try:
+                        bt = w.transpose(-2, -1)
+                        row["grouped_s"] = t(lambda a=a, bt=bt, offs=offs: torch._grouped_mm(a, bt, offs=offs))
+                        row["grouped_tflops"] = flops / row["grouped_s"] / 1e12
+                    except Exception as e:  # not every build has it (CPU builds, older torch)
+                        row["grouped_error"] = f"{type(e).__name__}: {e}"[:300]
+                    a1, b1 = a[:m], w[0].t()
+                    row["dense_one_s"] = t(lambda a1=a1, b1=b1: torch.matmul(a1, b1))
+                    row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
+                    row["loop_s"] = t(lambda a=a, w=w, g=g, m=m: [torch.matmul(a[i * m:(i + 1) * m], w[i].t())
+                                                                 for i in range(g)])
+                    row["loop_tflops"] = flops / row["loop_s"] / 1e12
+                    rows.append(row)
+                    del a, w
+    return rows
+
+
+def modules(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    import resnet
+
+    rows = []
+    t = timer(dev, 3 if smoke else 5, 3 if smoke else 15)
+    torch.backends.cudnn.benchmark = True
+    for factory in ("resnet50",) if smoke else ("resnet50", "resnext101_32x4d"):
+        model = getattr(resnet, factory)().to(dev).to(memory_format=torch.channels_last)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        res = 32 if smoke else 224
+        for mode, batches in (("train", (2,) if smoke else (32, 64, 128, 256)),
+                              ("infer", (1,) if smoke else (1, 8, 32, 128, 256))):
+            for b in batches:
+                x = torch.randn(b, 3, res, res, device=dev).to(memory_format=torch.channels_last)
+                y = torch.randint(0, 1000, (b,), device=dev)
+
+                def train_step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt) -> None:
+                    opt.zero_grad(set_to_none=True)
+                    with torch.autocast(dev, dtype=torch.bfloat16):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+
+                def infer(x: torch.Tensor = x, model: Any = model) -> None:
+                    with torch.no_grad(), torch.autocast(dev, dtype=torch.bfloat16):
+                        model(x)
+
+                model.train(mode == "train")
+                s = t(train_step if mode == "train" else infer)
+                rows.append({"model": factory, "mode": mode, "batch": b, "resolution": res, "dtype": "bf16-autocast",
+                             "step_s": s, "images_per_s": b / s})
+                print(f"  {factory} {mode} b={b}: {s * 1e3:.2f} ms", flush=True)
+    return rows
+
+
+def codec(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    from distscope.compress.quantize import QuantConfig, decode, encode
+
+    t = timer(dev, 3, 10)
+    numel = 1 << (14 if smoke else 27)  # 128M fp32 = 512 MiB: far past the L2
+    x = torch.randn(1, numel, device=dev)
+    copy_s = t(lambda: x.clone())
+    rows = [{"kernel": "copy", "numel": numel, "s": copy_s, "GBps_moved": 8.0 * numel / copy_s / 1e9}]
+    for bits, group in ((8, 2048), (4, 128)):
+        cfg = QuantConfig(bits=bits, group_size=group)
+        wire = encode(x, cfg)
+        enc_s = t(lambda cfg=cfg: encode(x, cfg))
+        dec_s = t(lambda cfg=cfg, wire=wire: decode(wire, numel, cfg))
+        rows.append({"kernel": f"int{bits} g={group}", "numel": numel, "input": "fp32", "encode_s": enc_s,
+                     "decode_s": dec_s, "encode_GBps_input": 4.0 * numel / enc_s / 1e9,
+                     "decode_GBps_output": 4.0 * numel / dec_s / 1e9, "wire_bytes": int(wire.numel())})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
+    ap.add_argument("--sections", default="grouped_gemm,modules,codec")
+    args = ap.parse_args()
+    dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
+    result: dict[str, Any] = {
+        "format": "distscope.device_probe/1",
+        "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+    }
+    for name in args.sections.split(","):
+        t0 = time.perf_counter()
+        print(f"[{name}] ...", flush=True)
+        try:
+            result[name] = {"rows": globals()[name](dev, args.smoke)}
+        except Exception:
+            result[name] = {"error": traceback.format_exc()[-2000:]}
+            print(result[name]["error"], flush=True)
+        result[name]["wall_s"] = round(time.perf_counter() - t0, 1)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"[{name}] {result[name]['wall_s']} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
