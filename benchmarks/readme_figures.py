@@ -110,12 +110,16 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "`python benchmarks/consistency.py`"),
     ("fabric routing: published ECMP-vs-multipath all-reduce gaps (data/evidence/fabric_routing.csv: UCCL on 6 H100 "
      "nodes, OCI GB300 NVL72; Meta's E-ECMP ratio), ECMP over 20 seeds; a 1,024-GPU ring all-reduce / EP-64 "
-     "all-to-all on a rail-optimized Clos with ECMP",
+     "all-to-all on a rail-optimized Clos with ECMP; training steps with `simulate --fabric preset`",
      "gap error {fabric_routing:summary.uccl_gap_error_points:+.1f} / {fabric_routing:summary.oci_gap_error_points:+.1f} "
      "points (target: within 10; {fabric_routing:gap_rows_within_target} of {fabric_routing:gap_rows}); Meta's "
      "multipath/ECMP ratio {fabric_routing:summary.meta_ratio_model:.2f} vs published up to 1.4 (missed); "
      "{fabric_routing:speed.allreduce_1024_ecmp_wall_s:.2f} s / {fabric_routing:speed.alltoall_ep64_on_1024_ecmp_wall_s:.1f} s "
-     "(target 10 s)", "`python benchmarks/fabric_routing.py`"),
+     "(target 10 s); a Llama 3 70B step on 1,024 GPUs generated and simulated on the fabric in "
+     "{fabric_routing:training_steps.llama3-70b.ecmp_total_wall_s:.1f} s (target 60 s), Mixtral EP 8 over 2 nodes "
+     "{fabric_routing:training_steps.mixtral-8x7b-ep8.levels.step_s:.3f} s on the levels, "
+     "{fabric_routing:training_steps.mixtral-8x7b-ep8.ecmp.step_s:.3f} s with ECMP, "
+     "{fabric_routing:training_steps.mixtral-8x7b-ep8.spray.step_s:.3f} s sprayed", "`python benchmarks/fabric_routing.py`"),
     ("distscope's models against one NVIDIA H200 (`data/device/nvidia-h200-2026-11-26`, made by "
      "`data/device/run_gpu_checks.sh`; nothing fitted to it): kernels, MoE grouped GEMMs, ResNet training steps, "
      "the example GPT captured on the GPU, the CPU scale-out on its 16 cores",

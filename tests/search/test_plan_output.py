@@ -47,7 +47,7 @@ def _fake_simulator(monkeypatch: pytest.MonkeyPatch, *, reorder: bool) -> list[C
     estimator's #1 gets the shortest simulated time (2% ahead); else the estimator's order holds."""
     seen: list[Candidate] = []
 
-    def fake(spec, shape, cluster, candidates, mode=None, progress=None, software=None, status=None):  # type: ignore[no-untyped-def]
+    def fake(spec, shape, cluster, candidates, mode=None, progress=None, software=None, status=None, fabric=None):  # type: ignore[no-untyped-def]
         seen.extend(candidates)
         chunks = candidates[0].plan.pp * candidates[0].plan.vp
         win = next((c for c in candidates if c.plan.pp * c.plan.vp != chunks), None) if reorder else None

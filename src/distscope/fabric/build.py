@@ -32,6 +32,7 @@ import yaml
 
 from distscope.errors import DistscopeError, closest
 from distscope.fabric.spec import Fabric, Link, Plane, node_index
+from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.userfile import read_text
 
@@ -193,3 +194,20 @@ def fabric_for_cluster(cluster: Cluster, *, radix: int = 64, oversubscription: f
     return rail_clos(f"{cluster.name}-{gpus}", gpus, domain, up_names, up_links, nic_GBps=outer.bw_GBps,
                      rails=rails, radix=radix, oversubscription=oversubscription, planes=planes,
                      latency_s=outer.latency_s / 2)
+
+
+def resolve(fabric: str | None, cluster: str, gpus: int | None) -> tuple[Fabric, Cluster]:
+    """The fabric and the cluster it belongs to: the file's GPU count and scale-up domain must be the
+    cluster's (one line naming both otherwise)."""
+    if fabric is None:
+        c = get_cluster(cluster, gpus)
+        return fabric_for_cluster(c), c
+    f = load_fabric(fabric)
+    if gpus is not None and gpus != f.gpus:
+        raise DistscopeError(f"--gpus {gpus} does not match fabric {f.name}'s {f.gpus} GPUs")
+    c = get_cluster(cluster, f.gpus)
+    inner = c.levels[0]
+    if len(c.levels) == 2 and f.domain != min(inner.size, f.gpus):
+        raise DistscopeError(f"fabric {f.name}: scale_up size={f.domain} but cluster {c.name}'s {inner.name} "
+                             f"domain holds {inner.size} GPUs")
+    return f, c

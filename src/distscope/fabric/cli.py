@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Annotated, Any
 
@@ -12,12 +11,12 @@ import typer
 from distscope.comm import collective_s, group_net
 from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError, closest
-from distscope.fabric.build import fabric_for_cluster, load_fabric
+from distscope.fabric.build import resolve
 from distscope.fabric.collective import pattern, siblings, step_verdict
-from distscope.fabric.routing import Router, Routing
+from distscope.fabric.network import MAX_ROUTES, scaled_cluster
+from distscope.fabric.routing import Router, Routing, policies
 from distscope.fabric.spec import Fabric, Plane
 from distscope.report.progress import progress
-from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 
 app = typer.Typer(help="Fabrics (switches, links, routing): `show` one, price a collective's traffic on it.",
@@ -27,28 +26,10 @@ OPS = {c.value.replace("_", "-"): c for c in (Collective.ALL_REDUCE, Collective.
                                                Collective.ALL_TO_ALL)}
 
 FCT_MAX_FLOWS = 20_000
-MAX_ROUTES = 1_000_000  # routed sub-flows per command (~55k/s on one core: benchmarks/fabric_routing.py)
 FabricOpt = Annotated[str | None, typer.Option("--fabric", help="Fabric YAML (see the README); default: the "
                                                 "--cluster preset's rail-optimized two-tier Clos.")]
 ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Cluster preset: device, scale-up level, NIC bandwidth.")]
 GpusOpt = Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs (default: the fabric's, or the preset's).")]
-
-
-def resolve(fabric: str | None, cluster: str, gpus: int | None) -> tuple[Fabric, Cluster]:
-    """The fabric and the cluster it belongs to: the file's GPU count and scale-up domain must be the
-    cluster's (one line naming both otherwise)."""
-    if fabric is None:
-        c = get_cluster(cluster, gpus)
-        return fabric_for_cluster(c), c
-    f = load_fabric(fabric)
-    if gpus is not None and gpus != f.gpus:
-        raise DistscopeError(f"--gpus {gpus} does not match fabric {f.name}'s {f.gpus} GPUs")
-    c = get_cluster(cluster, f.gpus)
-    inner = c.levels[0]
-    if len(c.levels) == 2 and f.domain != min(inner.size, f.gpus):
-        raise DistscopeError(f"fabric {f.name}: scale_up size={f.domain} but cluster {c.name}'s {inner.name} "
-                             f"domain holds {inner.size} GPUs")
-    return f, c
 
 
 def describe(f: Fabric) -> dict[str, Any]:
@@ -87,17 +68,6 @@ def parse_ranks(text: str | None, world: int) -> tuple[int, ...]:
     return ranks
 
 
-def _policies(text: str) -> list[Routing]:
-    names = {r.value: r for r in Routing}
-    out = []
-    for w in text.split(","):
-        key = w.strip().lower()
-        if key not in names:
-            raise DistscopeError(f"--routing {w!r} is not a policy{closest(key, names)}; choose from {', '.join(names)}")
-        out.append(names[key])
-    return out
-
-
 @app.command("collective")
 def collective_cmd(
     op: Annotated[str, typer.Option("--op", help=f"Collective: {', '.join(OPS)}.")] = "all-reduce",
@@ -121,7 +91,7 @@ def collective_cmd(
         raise DistscopeError(f"--qps {qps} --seeds {seeds} --bytes {size:g}: need qps >= 1, seeds >= 1, bytes > 0")
     f, c = resolve(fabric, cluster, gpus)
     group = parse_ranks(ranks, f.gpus)
-    pols = _policies(routing)
+    pols = policies(routing)
     # bound the work before building the pattern: a step has at most world flows per ring collective and
     # world x group-size flows per all-to-all, each routed qps times per seed and policy
     upper = f.gpus * (len(group) if coll is Collective.ALL_TO_ALL else 1) * qps * seeds * len(pols)
@@ -163,10 +133,7 @@ def _row(f: Fabric, c: Cluster, coll: Collective, size: float, group: tuple[int,
     with the scale-out bandwidth scaled by it (comm.collective_s: NCCL's algorithm choice)."""
     share = float(np.mean([v.factor for v in vs]))
     stride = group[1] - group[0] if len(set(np.diff(group))) == 1 else 1
-    outer = c.levels[-1]
-    nic_GBps = f.nic_Bps(group[0]) / 1e9 if len(c.levels) > 1 else outer.bw_GBps
-    scaled = dataclasses.replace(c, levels=(*c.levels[:-1], dataclasses.replace(outer, bw_GBps=nic_GBps * share)))
-    t = collective_s(coll, size, group_net(scaled, len(group), stride))
+    t = collective_s(coll, size, group_net(scaled_cluster(c, f, share, group[0]), len(group), stride))
     busbw = size / t * coll.busbw_factor(len(group)) / 1e9 if t > 0 else 0.0
     row: dict[str, Any] = {"routing": pol.value, "nic_share": share, "nic_share_min": min(v.factor for v in vs),
                            "seeds": len(vs), "time_s": t, "busbw_GBps": busbw, "hot": [list(h) for h in vs[0].hot]}

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from distscope.errors import DistscopeError
+from distscope.errors import DistscopeError, closest
 from distscope.fabric.spec import Fabric, Plane
 
 _MASK = (1 << 64) - 1
@@ -156,3 +156,14 @@ def route_all(router: Router, pairs: Sequence[tuple[int, int]], policy: Routing,
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0)
     return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+
+
+def policies(text: str) -> list[Routing]:
+    names = {r.value: r for r in Routing}
+    out = []
+    for w in text.split(","):
+        key = w.strip().lower()
+        if key not in names:
+            raise DistscopeError(f"--routing {w!r} is not a policy{closest(key, names)}; choose from {', '.join(names)}")
+        out.append(names[key])
+    return out

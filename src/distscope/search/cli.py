@@ -59,6 +59,9 @@ def plan_cmd(
     quant_gbps: Annotated[float | None, typer.Option("--quant-gbps", help="Quantize/dequantize throughput, GB of input per s (default: HBM-bound estimate).")] = None,
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Re-rank the best K plans with the discrete-event simulator (0 = off).")] = 3,
     network_mode: Annotated[str, typer.Option("--network-mode", help="Simulator network model for --simulate-top: shared (concurrent transfers share a level's bandwidth) or unaware.")] = "shared",
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Simulate the --simulate-top plans with the scale-out on a fabric (switches, links, routing): a fabric YAML, or 'preset' for the cluster's rail-optimized Clos.")] = None,
+    routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
+    seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
@@ -95,6 +98,8 @@ def plan_cmd(
     from distscope.sim.network import NetworkMode
 
     mode = parse_enum(NetworkMode, network_mode, "--network-mode")
+    if fabric is not None and simulate_top == 0:
+        raise DistscopeError("--fabric prices the plans --simulate-top simulates: give --simulate-top K > 0")
     spec, shape = S.build_workload(workload)
     model, cluster, gpus, global_batch, seq = workload.model, system.cluster, system.gpus, shape.global_batch, shape.seq_len
     precision = plan.precision
@@ -134,6 +139,10 @@ def plan_cmd(
                              f"{c.device.usable_bytes / 2**30:.1f} GiB less {100 * c.headroom_frac:.0f}% headroom)")
     ranked = list(res.top)
     simulated = []
+    if fabric is not None:
+        from distscope.fabric.network import fabric_choice
+
+        on_fabric = fabric_choice(fabric, routing, seed, c.name, c.num_gpus)
     if simulate_top and c.num_gpus > RERANK_MAX_GPUS:
         warn(f"--simulate-top skipped: {c.num_gpus:,} GPUs > {RERANK_MAX_GPUS:,} (the simulator's cost grows with "
              "the data-parallel group); ranking by the estimate")
@@ -144,14 +153,15 @@ def plan_cmd(
         with progress(min(simulate_top, len(ranked)), "simulating the top plans") as bar:
             simulated = simulate_candidates(spec, shape, c, ranked[:simulate_top], mode=mode,  # type: ignore[arg-type]
                                             progress=bar.update, software=sw,
-                                            status=rerank_status(bar.describe, ranked[:simulate_top]))
+                                            status=rerank_status(bar.describe, ranked[:simulate_top]),
+                                            fabric=on_fabric if fabric is not None else None)
         first = next(x for x in simulated if x.candidate is res.top[0])
         if simulated[0].simulated_step_s < first.simulated_step_s * (1 - RERANK_TIE):
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
             ranked = head + [x for x in ranked if all(x is not h for h in head)]
     best = ranked[0]
     from distscope.search.planner import partition_gain
-    from distscope.search.report import partition_line, tie_json, tie_line
+    from distscope.search.report import fabric_lines, partition_line, tie_json, tie_line
     from distscope.validate.envelope import outside
 
     sim_of = {id(x.candidate): x.simulated_step_s for x in simulated}
@@ -189,7 +199,10 @@ def plan_cmd(
         "precisions_searched": [p.value for p in precisions], "why": why, "why_layout": why_layout, "partition": partition_json(split, best.plan), "compression": compression_json(cr),
         "framework": fw.value, "software": sw.name if sw else None, **configs, "estimate_command": again,
         "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
-                       "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s} for x in simulated],
+                       "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s,
+                       "fabric": [dataclasses.asdict(v) for v in x.fabric]} for x in simulated],
+        "fabric": None if fabric is None else {"name": on_fabric.fabric.name, "routing": on_fabric.routing.value,
+                                               "seed": on_fabric.seed},
         "network_mode": mode.value,
     }
     if report:
@@ -216,8 +229,11 @@ def plan_cmd(
         wall = sum(x.sim_wall_s for x in simulated)
         order = ("they are ranked by simulated step time (sim s)" if sim_ordered else
                  f"no plan beats the estimator's #1 by more than {100 * RERANK_TIE:.1f}%, so the estimate's order stands")
-        out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network, symmetric traces; "
+        on = f", scale-out on fabric {on_fabric.fabric.name} ({on_fabric.routing.value})" if fabric is not None else ""
+        out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network{on}, symmetric traces; "
                   f"{wall:.2f} s of simulation): {order}")
+        if fabric is not None:
+            out.print(fabric_lines(simulated, best), markup=False)
     out.print(f"[bold]why #1 wins[/bold] (vs the next distinct plan): {why}")
     if auto and best.plan.precision is not Precision.BF16:
         out.print(f"[bold]precision[/bold]: #1 trains in {best.plan.precision.value} (searched "

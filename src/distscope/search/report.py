@@ -16,7 +16,7 @@ from distscope.search.planner import Candidate, PartitionGain
 from distscope.search.space import Sharding, sharding_of
 
 if TYPE_CHECKING:
-    from distscope.search.rerank import Phase
+    from distscope.search.rerank import Phase, Simulated
 
 _SHARDING_NAMES = {Sharding.DDP: "ddp", Sharding.DIST_OPT: "dist-opt", Sharding.ZERO2: "zero2", Sharding.ZERO3: "zero3"}
 
@@ -248,3 +248,15 @@ def compression_table(cr: CompressionResult) -> Table:
         t.add_row(config_label(c.plan.compression), plan_label(c.plan), f"{c.step_time_s:.3f}",
                   f"{base.step_time_s / c.step_time_s:.3f}x")
     return t
+
+
+def fabric_lines(simulated: list[Simulated], best: Candidate) -> str:
+    """Which scale-out traffic of the #1 plan lost bandwidth on the fabric, and on which links."""
+    from distscope.fabric.network import verdict_line
+
+    sim = next((x for x in simulated if x.candidate is best), None)
+    if sim is None:
+        return "fabric: the #1 plan was not simulated"
+    if not sim.fabric:
+        return "fabric: every scale-out traffic class of the #1 plan ran at full NIC bandwidth"
+    return "\n".join(["fabric, the #1 plan's traffic below full NIC bandwidth:", *(f"  {verdict_line(v)}" for v in sim.fabric)])

@@ -19,11 +19,12 @@ import enum
 import functools
 from collections.abc import Callable
 
+from distscope.fabric.network import FabricChoice, FabricNetwork, TrafficVerdict
 from distscope.report.progress import Progress
 from distscope.search.planner import Candidate
 from distscope.sim.api import simulate_traces
 from distscope.sim.cluster_network import ClusterNetwork
-from distscope.sim.network import NetworkMode
+from distscope.sim.network import NetworkMode, NetworkModel
 from distscope.sim.result import SimResult
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
@@ -56,26 +57,29 @@ class Simulated:
     estimated_step_s: float
     simulated_step_s: float
     sim_wall_s: float
+    fabric: tuple[TrafficVerdict, ...] = ()  # with a fabric: the traffic shapes below full NIC bandwidth
 
 
 def simulate_candidates(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, candidates: list[Candidate],
                         mode: NetworkMode = NetworkMode.SHARED, progress: Progress | None = None,
-                        software: SoftwareProfile | None = None, status: Status | None = None) -> list[Simulated]:
+                        software: SoftwareProfile | None = None, status: Status | None = None,
+                        fabric: FabricChoice | None = None) -> list[Simulated]:
     """Simulate each candidate (symmetric traces) and return them ordered by simulated step time;
     `progress(done, total)` in work units (module docstring) as each phase advances; `status(i, phase)`
-    as candidate i enters a phase."""
-    net = ClusterNetwork(cluster)
+    as candidate i enters a phase. With `fabric`, the scale-out is priced on it (fabric/network.py)."""
     runs_of = [(1,) if c.plan.traits.flush else (2, 3) for c in candidates]
     meter = _Meter(progress, RUN_UNITS * sum(len(r) for r in runs_of))
     out = []
     for i, c in enumerate(candidates):
+        net: ClusterNetwork | FabricNetwork = ClusterNetwork(cluster) if fabric is None else FabricNetwork(cluster, fabric)
         results = []
         for k in runs_of[i]:
             say: Callable[[Phase], None] = (lambda _: None) if status is None else functools.partial(status, i)
             results.append(_run(spec, shape, cluster, c, k, net, mode, software, meter, say))
         sim_s = results[0].step_time_s if len(results) == 1 else results[1].step_time_s - results[0].step_time_s
         out.append(Simulated(candidate=c, estimated_step_s=c.step_time_s, simulated_step_s=sim_s,
-                             sim_wall_s=sum(r.wall_s for r in results)))
+                             sim_wall_s=sum(r.wall_s for r in results),
+                             fabric=tuple(net.worst()) if isinstance(net, FabricNetwork) else ()))
     return sorted(out, key=lambda s: s.simulated_step_s)
 
 
@@ -96,7 +100,7 @@ class _Meter:
         self.at(0)
 
 
-def _run(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate, steps: int, net: ClusterNetwork,
+def _run(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate, steps: int, net: NetworkModel,
          mode: NetworkMode, software: SoftwareProfile | None, meter: _Meter, say: Callable[[Phase], None]) -> SimResult:
     """One simulation of `steps` consecutive steps of `c`'s plan, reporting its phases."""
     say(Phase.BUILD)

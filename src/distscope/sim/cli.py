@@ -13,6 +13,7 @@ import typer
 from distscope.errors import DistscopeError, closest
 
 if TYPE_CHECKING:
+    from distscope.fabric.network import FabricNetwork
     from distscope.measure.kernel_profile import KernelProfile
     from distscope.sim.network import NetworkMode, NetworkModel
     from distscope.sim.program import Device
@@ -110,6 +111,13 @@ def simulate(
         typer.Option("--dp", help="A capture at another data-parallel degree: DP groups grow to N (replicas of the "
                      "captured ranks), TP/PP groups keep their size. Price it with --cluster/--gpus or --profile."),
     ] = None,
+    fabric: Annotated[
+        str | None,
+        typer.Option("--fabric", help="With --cluster: price the scale-out on a fabric (switches, links, routing): a "
+                                      "fabric YAML, or 'preset' for the cluster's rail-optimized Clos."),
+    ] = None,
+    routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
+    seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
@@ -150,8 +158,12 @@ def simulate(
     )
     bw = W.parse_level_scales(scale_bw, "--scale-bw") if scale_bw else {}
     lat = W.parse_level_scales(scale_latency, "--scale-latency") if scale_latency else {}
+    if fabric is not None and cluster is None:
+        raise DistscopeError("--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus")
     model, device, codec = _network(network, system, cluster, gpus, link, profile, profile_level, mode, bw, lat,
                                     whatif.placement)
+    fabric_net = None if fabric is None else _on_fabric(model, fabric, routing, seed, cluster, gpus)
+    model = fabric_net or model
     where = f"network {str(network)!r}" if network is not None else (
         f"cluster {cluster!r} x{gpus}" if cluster is not None else f"profile {str(profile)!r}")
 
@@ -230,6 +242,8 @@ def simulate(
         out["comm_bytes"] = comm_bytes_by_group(traces)
         if captured_dp is not None:
             out["scaled"] = {"captured_dp": captured_dp, "dp": dp, "ranks": traces.num_ranks}
+        if fabric_net is not None:
+            out["fabric"] = _fabric_json(fabric_net)
         if measured is not None:
             out["measured_step_s"] = measured
             out["profiled_step_s"] = profiled
@@ -238,6 +252,8 @@ def simulate(
         sys.stdout.write(json.dumps(out) + "\n")
         return
     _print_table(result)
+    if fabric_net is not None:
+        _print_fabric(fabric_net)
     if captured_dp is not None:
         print(f"the capture scaled from data-parallel degree {captured_dp} to {dp} ({traces.num_ranks} ranks; "
               "each captured rank's compute replayed, DP collectives priced on the larger groups)")
@@ -255,6 +271,35 @@ def simulate(
         if any(skew.values()):
             worst = max(skew, key=lambda r: skew[r])
             Console().print(f"host completion skew replayed from the comm logs: {skew[worst] * 1e3:.1f} ms (rank {worst})")
+
+
+def _on_fabric(model: NetworkModel, text: str, routing: str, seed: int, cluster: str | None,
+               gpus: int | None) -> FabricNetwork:
+    """The --cluster network with its scale-out on the fabric (fabric/network.py)."""
+    from distscope.fabric.network import FabricNetwork, fabric_choice
+    from distscope.sim.cluster_network import ClusterNetwork
+
+    if cluster is None or not isinstance(model, ClusterNetwork):
+        raise DistscopeError("--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus")
+    return FabricNetwork(model.cluster, fabric_choice(text, routing, seed, cluster, gpus))
+
+
+def _fabric_json(net: FabricNetwork) -> dict[str, Any]:
+    c = net.choice
+    return {"name": c.fabric.name, "routing": c.routing.value, "seed": c.seed,
+            "traffic": [dataclasses.asdict(v) for v in net.verdicts]}
+
+
+def _print_fabric(net: FabricNetwork) -> None:
+    """Which traffic lost bandwidth on the fabric, and where."""
+    from distscope.fabric.network import verdict_line
+
+    c = net.choice
+    worst = net.worst()
+    print(f"fabric {c.fabric.name} ({c.routing.value}, seed {c.seed}): {len(net.verdicts)} scale-out traffic shapes, "
+          f"{len(worst)} below full NIC bandwidth")
+    for v in worst:
+        print(f"  {verdict_line(v)}")
 
 
 def _measured_steps(capture: dict[str, Any] | None, target: str) -> tuple[float | None, float | None]:
