@@ -27,6 +27,8 @@ SKIP = {
     "distscope measure log": "wraps the user's own train.py: tests/measure/test_logger.py runs it on examples/",
     "distscope report result.json": "needs a saved --json result: tests/report/test_html_report.py",
     "distscope explore sweep.yaml": "needs a running Ray cluster: tests/explore (Ray on a local instance)",
+    "distscope trace capture --out gcap/": "needs a CUDA GPU: tests/measure/test_device_data.py replays captures "
+                                           "made so on an H200",
 }
 # example prefix -> why CI skips running it (flags still checked); DISTSCOPE_FULL_README=1 runs them too
 SLOW = {
