@@ -11,6 +11,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   examples/modules/resnet.py over batch sizes, timed with CUDA events, median of the timed steps.
 - codec: distscope's own quantize.encode / decode (compress/quantize.py) on a large fp32 buffer, eager,
   against a device-to-device copy of the same buffer (the HBM ceiling as torch reaches it).
+- host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
+  functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
 queued behind a GPU spin, median of the samples); on CPU (--smoke) wall clock.
 """
@@ -137,11 +139,40 @@ def codec(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def host(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Host seconds per eager call when the GPU is never the bottleneck (tiny tensors, no sync inside the
+    loop): what model/host.py's OP_S stands for, raw and as a module call, with and without autocast."""
+    n = 200 if smoke else 5000
+    x = torch.randn(8, 64, device=dev)
+    lin = torch.nn.Linear(64, 64).to(dev)
+    cases: dict[str, Any] = {
+        "aten::add": lambda: torch.add(x, x),
+        "F.linear": lambda: torch.nn.functional.linear(x, lin.weight, lin.bias),
+        "nn.Linear call": lambda: lin(x),
+    }
+    rows = []
+    for name, fn in cases.items():
+        for amp in (False, True):
+            for _ in range(50):
+                fn()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                t1 = time.perf_counter()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            rows.append({"call": name, "autocast_bf16": amp, "host_us_per_call": round((t1 - t0) / n * 1e6, 2)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,modules,codec")
+    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

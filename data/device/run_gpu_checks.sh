@@ -4,7 +4,8 @@
 # CAPTURES="layout hidden seq micro-batch;..." replaces step 3's list. No distscope install is needed there:
 # src/ is put on PYTHONPATH; `trace capture` needs mlc-chakra (and protobuf >= its generated code's).
 #   1. distscope measure kernels (the GPU sweep: GEMM bf16/fp16/fp8, SDPA attention, element-wise)
-#   2. benchmarks/device_probe.py (grouped GEMM, ResNet training/inference steps, the int8/int4 codec)
+#   2. benchmarks/device_probe.py (grouped GEMM, ResNet training/inference steps, the int8/int4 codec, host
+#      microseconds per eager call)
 #   3. trace capture of the example GPT on the GPU (1 rank, NCCL), five sizes and layouts
 #   4. on the same host's CPU cores: gloo alpha-beta profile for 8 ranks, capture of 2 ranks, and the
 #      8-rank job (its unprofiled step is the truth for `simulate CAP2 --dp 8`)
@@ -24,7 +25,7 @@ cat "$OUT/env.txt"
 if [ "${KERNELS:-1}" = 1 ]; then
 timeout 240 python3 -m distscope measure kernels --out "$OUT/kernels.json" > "$OUT/kernels.log" 2>&1
 stamp "kernels rc=$?"; tail -9 "$OUT/kernels.log"
-timeout 120 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,modules,codec}"
+timeout 120 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,modules,codec,host}"
 stamp "probe rc=$?"
 fi
 

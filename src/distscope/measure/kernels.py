@@ -228,8 +228,36 @@ def measure_kernels(sweep: KernelSweep, device: str = "", progress: Callable[[],
     elementwise = Grid(axes=(tuple(8.0 * max(b // 8, 1) for b in sweep.elementwise_bytes),), values=tuple(el))
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     threads = f", {torch.get_num_threads()} threads" if device == "cpu" else ""
+    sdpa = ""
+    if device.startswith("cuda") and attention:
+        dt = next(d for d in dtypes if d is not DType.FP8)
+        try:  # a label for the attention rows; the measurement stands without it
+            sdpa = f", SDPA ran {'; '.join(sdpa_kernels(device, dt, sweep.attn_tokens, sweep.attn_width)) or 'no kernel'}"
+        except Exception as exc:  # any profiler failure
+            sdpa = f", SDPA kernels not read ({type(exc).__name__})"
     return KernelProfile(device=device_description(device), gemm=gemm, attention=attention, elementwise=elementwise,
-                         source=f"distscope measure kernels, torch {torch.__version__}, {when}{threads}")
+                         source=f"distscope measure kernels, torch {torch.__version__}, {when}{threads}{sdpa}")
+
+
+def sdpa_kernels(device: str, dt: DType, tokens: int, width: int) -> list[str]:
+    """The device kernels one causal SDPA forward and backward launch (which backend torch chose: flash,
+    cuDNN, memory-efficient), their names cut at the first '(' or '<'."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    _, fwd_bwd = _attn_fns(device, dt, 1024, 128, tokens, width, True)
+    fwd_bwd()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fwd_bwd()
+        torch.cuda.synchronize()
+    names = []
+    for e in prof.events():
+        name = str(e.name).split("(")[0].split("<")[0].strip()
+        if e.device_type == torch.autograd.DeviceType.CUDA and name and name not in names and not name.startswith(
+                ("Memcpy", "Memset", "void at::native::vectorized", "void at::native::elementwise")):
+            names.append(name)
+    return names[:4]
 
 
 def device_description(device: str) -> str:
