@@ -148,3 +148,67 @@ def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
     for m, sec, u in last.per_module:
         per.add_row(m or "(root)", f"{sec * 1e3:.3f}", f"{u:.1%}")
     out.print(per)
+
+
+def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: int, as_json: bool) -> None:
+    """`plan --model torch:FILE.py:FACTORY --input ...`: search/module_plan.py."""
+    import dataclasses
+
+    from rich.table import Table
+
+    from distscope.errors import DistscopeError
+    from distscope.report.console import out, print_json
+    from distscope.report.progress import progress
+    from distscope.search.module_plan import micro_batches, plan_module, ranked_rows, why
+    from distscope.search.report import TIE_REL
+    from distscope.workload.module_graph import parse_inputs
+
+    _module_checks(workload, S.PlanFlags(), False)
+    inputs = parse_inputs(workload.input)
+    cluster = S.build_cluster(system)
+
+    def trace(mb: int) -> ModuleGraph:
+        shaped = tuple(dataclasses.replace(x, shape=(mb, *x.shape[1:])) for x in inputs)
+        return _traced(workload, shaped, cluster.device.name, inference=False)
+
+    gb = workload.global_batch
+    n = len(micro_batches(gb // cluster.num_gpus)) if gb >= cluster.num_gpus and gb % cluster.num_gpus == 0 else 0
+    with progress(n or None, "tracing the module per micro-batch") as bar:
+        plans = plan_module(trace, cluster, global_batch=gb, progress=bar)
+    if not plans.ranked:
+        gib = 2**30
+        need = min(sum(c.estimate.memory_bytes.values()) for c in plans.infeasible) / gib
+        raise DistscopeError(f"no plan fits: model={workload.model} on gpus={cluster.num_gpus} of {cluster.name} "
+                             f"(global_batch={gb}); the smallest needs {need:.1f} GiB per GPU of "
+                             f"{cluster.memory_capacity_bytes / gib:.1f} (micro-batches {list(plans.micro_batches)}, "
+                             "DDP and FSDP)")
+    best = plans.ranked[0]
+    x0 = inputs[0]
+    first = ",".join([f"{x0.name}:{'x'.join(map(str, (best.micro_batch, *x0.shape[1:])))}:{x0.dtype.value}",
+                      *(f"{x.name}:{'x'.join(map(str, (best.micro_batch, *x.shape[1:])))}:{x.dtype.value}"
+                        for x in inputs[1:])])
+    again = (f"distscope estimate --model {workload.model} --input {first} --cluster {cluster.name} --gpus "
+             f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}")
+    result = {"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
+              "micro_batches_searched": list(plans.micro_batches), "feasible": len(plans.ranked),
+              "infeasible": len(plans.infeasible), "best": best.to_dict(),
+              "top": [c.to_dict() for c in plans.ranked[:top]], "why": why(plans), "estimate_command": again,
+              "tie": sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))}
+    if as_json:
+        print_json(result)
+        return
+    t = Table(title=f"{workload.model} on {cluster.num_gpus} GPUs of {cluster.name} · global batch {gb}: top "
+                    f"{min(top, len(plans.ranked))} of {len(plans.ranked)} plans that fit ({len(plans.infeasible)} "
+                    "do not)")
+    for col in ("#", "sharding", "micro-batch", "steps acc.", "step s", "samples/s", "MFU", "GiB/GPU"):
+        t.add_column(col, justify="left" if col == "sharding" else "right")
+    for row in ranked_rows(plans.ranked[:top]):
+        t.add_row(*row)
+    out.print(t)
+    out.print(f"[bold]why #1 wins[/bold]: {result['why']}")
+    tied = sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))
+    if tied > 1:
+        out.print(f"statistical tie: #1-#{tied} are within {TIE_REL:.0%} of #1's step time, the estimator's error in "
+                  "comparing two plans of one job: choose among them on memory margin or simplicity (DDP), or measure")
+    out.print("[bold]reproduce #1[/bold]:")
+    out.print(again, markup=False, soft_wrap=True)

@@ -98,6 +98,18 @@ def plan_cmd(
     from distscope.sim.network import NetworkMode
 
     mode = parse_enum(NetworkMode, network_mode, "--network-mode")
+    from distscope.workload.module_graph import is_module_ref
+
+    if is_module_ref(workload.model):
+        given = [name for name, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--fabric", fabric),
+                                      ("--report", report), ("--framework", framework), ("--overlap", overlap)) if v]
+        if given:
+            raise DistscopeError(f"{given[0]}: a torch module is planned data-parallel only (DDP or FSDP, and the "
+                                 "micro-batch); use a transformer model for the rest")
+        from distscope.model.module_cli import plan_module_cmd
+
+        plan_module_cmd(workload, system, top=top, as_json=as_json)
+        return
     if fabric is not None and simulate_top == 0:
         raise DistscopeError("--fabric prices the plans --simulate-top simulates: give --simulate-top K > 0")
     spec, shape = S.build_workload(workload)

@@ -1,0 +1,67 @@
+"""`plan --model torch:FILE.py:FACTORY`: data-parallel plans of a traced torch module (search/module_plan.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distscope.search.module_plan import MAX_MICRO_BATCHES, micro_batches
+
+ROOT = Path(__file__).resolve().parents[2]
+RN50 = ["--model", "torch:examples/modules/resnet.py:resnet50", "--input", "x:256x3x224x224:fp16", "--cluster",
+        "dgx-a100", "--gpus", "8", "--global-batch", "2048"]
+
+
+def _ds(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "distscope", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert (proc.returncode == 0) == ok, proc.stderr
+    return proc
+
+
+def test_micro_batches_are_power_of_two_divisors_and_the_whole_batch() -> None:
+    assert micro_batches(256) == (256, 128, 64, 32, 16, 8)
+    assert micro_batches(24) == (24, 8, 4, 2, 1)
+    assert micro_batches(1) == (1,)
+    assert len(micro_batches(1 << 20)) == MAX_MICRO_BATCHES
+
+
+def test_plan_number_one_is_what_estimate_says_for_its_flags() -> None:
+    """The two verbs price the same plan the same way: plan's #1, reproduced with its printed command."""
+    out = json.loads(_ds("plan", *RN50, "--json").stdout)
+    best = out["best"]
+    assert out["feasible"] == 2 * len(out["micro_batches_searched"]) and out["infeasible"] == 0
+    assert [c["step_time_s"] for c in out["top"]] == sorted(c["step_time_s"] for c in out["top"])
+    again = shlex.split(out["estimate_command"])
+    assert again[:2] == ["distscope", "estimate"]
+    est = json.loads(_ds(*again[1:], "--json").stdout)
+    assert est["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    assert est["zero"] == best["zero"]
+
+
+def test_a_module_too_big_to_replicate_is_sharded(tmp_path: Path) -> None:
+    """5.4 B parameters: DDP needs them in full on every GPU (weights, gradients, Adam state: > 80 GB),
+    FSDP over 8 GPUs an eighth."""
+    f = tmp_path / "big.py"
+    f.write_text("from torch import nn\n\ndef big():\n    return nn.Sequential(*[nn.Linear(32768, 32768) for _ in range(5)])\n")
+    out = json.loads(_ds("plan", "--model", f"torch:{f}:big", "--input", "x:16x32768:bf16", "--cluster", "dgx-a100",
+                         "--gpus", "8", "--global-batch", "128", "--json").stdout)
+    assert out["best"]["sharding"] == "fsdp"
+    assert all(c["sharding"] == "fsdp" for c in out["top"]) and out["infeasible"] > 0
+    assert "ddp does not fit" in out["why"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--tp", "2"], "--tp"),
+    (["--fabric", "preset"], "--fabric"),
+    (["--global-batch", "1001"], "--global-batch=1001"),
+])
+def test_bad_module_plans_are_one_line(extra: list[str], words: str) -> None:
+    args = [a for a in RN50 if a not in ("--global-batch", "2048")] if "--global-batch" in extra else RN50
+    err = _ds("plan", *args, *extra, ok=False).stderr.strip()
+    assert "\n" not in err and words in err and "Traceback" not in err
