@@ -119,7 +119,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{fabric_routing:training_steps.llama3-70b.ecmp_total_wall_s:.1f} s (target 60 s), Mixtral EP 8 over 2 nodes "
      "{fabric_routing:training_steps.mixtral-8x7b-ep8.levels.step_s:.3f} s on the levels, "
      "{fabric_routing:training_steps.mixtral-8x7b-ep8.ecmp.step_s:.3f} s with ECMP, "
-     "{fabric_routing:training_steps.mixtral-8x7b-ep8.spray.step_s:.3f} s sprayed", "`python benchmarks/fabric_routing.py`"),
+     "{fabric_routing:training_steps.mixtral-8x7b-ep8.spray.step_s:.3f} s sprayed; Llama 3.1 405B on 16,384 GPUs (a "
+     "three-tier Clos) {fabric_routing:training_steps.llama31-405b-16k.levels.step_s:.3f} s on the levels, "
+     "{fabric_routing:training_steps.llama31-405b-16k.ecmp.step_s:.3f} s with ECMP, in "
+     "{fabric_routing:training_steps.llama31-405b-16k.ecmp_total_wall_s:.0f} s", "`python benchmarks/fabric_routing.py`"),
     ("distscope's models against one NVIDIA H200 (`data/device/nvidia-h200-2026-11-26`, made by "
      "`data/device/run_gpu_checks.sh`; nothing fitted to it): kernels, MoE grouped GEMMs, ResNet training steps, "
      "the example GPT captured on the GPU, the CPU scale-out on its 16 cores",

@@ -114,7 +114,9 @@ def test_max_min_rates_are_feasible_and_every_flow_has_a_saturated_bottleneck() 
                                                            {"a": "gpu1", "b": "s", "GBps": 50}]}, "gpu2 is disconnected"),
     ({"name": "u", "gpus": 2, "switches": ["s"], "links": [{"a": "gpu0", "b": "sw", "GBps": 50}]}, "endpoint 'sw'"),
     ({"name": "k", "gpus": 2, "clos": {"nic_GBps": 50, "radixx": 4}}, "unknown key 'radixx'"),
-    ({"name": "c", "gpus": 4096, "clos": {"nic_GBps": 50, "radix": 16}}, "leaves per plane"),
+    ({"name": "c", "gpus": 4096, "clos": {"nic_GBps": 50, "radix": 16, "tiers": 2}}, "leaves per plane"),
+    ({"name": "c3", "gpus": 4096, "clos": {"nic_GBps": 50, "radix": 16}}, "64 pods need cores"),
+    ({"name": "t", "gpus": 8, "clos": {"nic_GBps": 50, "tiers": 4}}, "tiers=4"),
     ({"name": "s", "gpus": 12, "scale_up": {"size": 8, "GBps": 450}, "clos": {"nic_GBps": 50}}, "does not divide"),
 ])
 def test_bad_fabrics_are_one_line_naming_the_element(raw: dict, needle: str) -> None:
@@ -165,3 +167,22 @@ def test_published_ecmp_vs_multipath_gaps_within_ten_points() -> None:
                          for s in range(1 if pol is Routing.SPRAY else 20)])
         published = float(r["multipath_nic_share"]) - float(r["ecmp_nic_share"])
         assert abs((multi - ecmp) - published) <= 0.10, (r["id"], multi, ecmp, published)
+
+
+def test_three_tier_clos_routes_through_the_core_and_holds_what_two_tiers_cannot() -> None:
+    """16,384 H100s exceed a radix-64 two-tier Clos (2,048 GPUs): the preset grows a core tier. A rail's
+    ring inside one pod stays on its leaf; across pods it crosses spine and core (4 switch hops)."""
+    from distscope.fabric.build import clos_tiers
+
+    assert clos_tiers(2048, 8, 64, 1.0) == 2 and clos_tiers(4096, 8, 64, 1.0) == 3
+    c = get_cluster("dgx-h100", 4096)
+    f = fabric_for_cluster(c)
+    assert sum(n.startswith("core") for n in f.names) == 32 * 32  # up spines per pod x radix/2 cores per group
+    r = Router(f)
+    hops = {}
+    for dst in (8, 4096 - 8):  # same rail: the next node (same pod) and the last node (another pod)
+        links, _, _ = route_all(r, [(0, dst)], Routing.ECMP)
+        hops[dst] = len(links)
+    assert hops[8] == 2 and hops[4096 - 8] == 6  # gpu-leaf-gpu; gpu-leaf-spine-core-spine-leaf-gpu
+    v = step_verdict(f, r, pattern(f, siblings(tuple(range(0, 4096, 8)), 4096), Collective.ALL_REDUCE), Routing.SPRAY)
+    assert v.factor == pytest.approx(1.0, abs=1e-6)  # 1:1 at every tier: sprayed, non-blocking

@@ -10,6 +10,7 @@ clos:                                     # generated: rail-optimized two-tier l
   radix: 64                               # ports per switch
   oversubscription: 1                     # leaf down:up ports
   planes: 1                               # Alibaba HPN dual-plane: 2 (each NIC port to its own plane)
+  tiers: 2                                # 3: pods of leaves and spines under a core (default: 2 if it fits)
   latency_us: 1                           # per hop
 # or explicit, instead of `clos`:
 switches: [leaf0, leaf1, spine0]
@@ -20,6 +21,11 @@ links:                                    # each entry is a cable: two directed 
 Rail-optimized Clos (NVIDIA DGX SuperPOD reference architecture; Meta's RoCE fabric, SIGCOMM'24, sec. 3):
 the NIC of GPU k of every node goes to a leaf of rail k; each leaf splits its radix into down and up ports
 by the oversubscription o (down = radix·o/(1+o)); every leaf has one uplink to each spine of its plane.
+Two tiers hold at most radix leaves per plane (radix · down GPUs). Three tiers (the fat-tree of Al-Fares
+et al., SIGCOMM'08, rail-optimized as in Meta's and NVIDIA's larger fabrics): pods of radix/2 leaves (rails
+× leaves per rail) and `up` spines, every leaf cabled to every spine of its pod; each spine has radix/2
+down and radix/2 up ports; spine j of every pod goes to core group j (radix/2 cores), one cable per core,
+so a core has one port per pod and there are at most radix pods.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from distscope.system.topology import Cluster
 from distscope.userfile import read_text
 
 _TOP = ("name", "gpus", "scale_up", "clos", "switches", "links")
-_CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "latency_us")
+_CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "tiers", "latency_us")
 _SCALE_UP = ("size", "GBps", "latency_us")
 
 
@@ -88,22 +94,40 @@ def _scale_up(gpus: int, su: dict[str, Any] | None, where: str) -> tuple[int, li
     return size, names, links
 
 
-def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], *, nic_GBps: float,
-              rails: int, radix: int, oversubscription: float, planes: int, latency_s: float) -> Fabric:
-    """A rail-optimized two-tier Clos under the scale-up domains (module docstring)."""
-    where = f"fabric {name} clos"
-    if radix < 2 or planes < 1 or rails < 1:
-        raise DistscopeError(f"{where}: radix={radix} planes={planes} rails={rails} (need radix >= 2, planes >= 1, rails >= 1)")
+def _leaf_split(radix: int, oversubscription: float, where: str) -> tuple[int, int]:
+    """(down, up) ports of a leaf."""
     down = max(1, math.floor(radix * oversubscription / (1 + oversubscription)))
-    up = radix - down
-    if up < 1:
+    if radix - down < 1:
         raise DistscopeError(f"{where}: oversubscription={oversubscription} leaves no uplink on a {radix}-port leaf")
+    return down, radix - down
+
+
+def clos_tiers(gpus: int, rails: int, radix: int, oversubscription: float) -> int:
+    """2 when a two-tier Clos holds `gpus` (module docstring), else 3."""
+    down, _ = _leaf_split(radix, oversubscription, "clos")
+    per_rail = math.ceil(gpus / rails)
+    return 2 if rails * math.ceil(per_rail / down) <= radix else 3
+
+
+def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], *, nic_GBps: float,
+              rails: int, radix: int, oversubscription: float, planes: int, latency_s: float,
+              tiers: int = 2) -> Fabric:
+    """A rail-optimized two- or three-tier Clos under the scale-up domains (module docstring)."""
+    where = f"fabric {name} clos"
+    if radix < 2 or planes < 1 or rails < 1 or tiers not in (2, 3):
+        raise DistscopeError(f"{where}: radix={radix} planes={planes} rails={rails} tiers={tiers} (need radix >= 2, "
+                             "planes >= 1, rails >= 1, tiers 2 or 3)")
+    down, up = _leaf_split(radix, oversubscription, where)
+    if tiers == 3:
+        return _three_tier(name, gpus, domain, up_names, up_links, nic_GBps=nic_GBps, rails=rails, radix=radix,
+                           down=down, up=up, planes=planes, latency_s=latency_s)
     per_rail = -(-gpus // rails)
     leaves_per_rail = -(-per_rail // down)
     leaves = rails * leaves_per_rail
     if leaves > radix:
         raise DistscopeError(f"{where}: {leaves} leaves per plane need spines with more than radix={radix} ports "
-                             f"(a two-tier Clos of radix {radix} holds {radix * down} GPUs at this oversubscription)")
+                             f"(a two-tier Clos of radix {radix} holds {radix * down} GPUs at this oversubscription; "
+                             "tiers: 3 holds more)")
     port_Bps = nic_GBps * 1e9 / planes
     names = [f"gpu{g}" for g in range(gpus)] + up_names
     links = list(up_links)
@@ -121,13 +145,68 @@ def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
         leaf = [[node(f"{tag}leaf{r}.{i}") for i in range(leaves_per_rail)] for r in range(rails)]
         spines = [node(f"{tag}spine{j}") for j in range(up)]
         for g in range(gpus):
-            r = (g % domain) % rails if domain > 1 else g % rails
-            k = (g // domain) * (domain // rails) + (g % domain) // rails if domain >= rails else g // rails
+            r, k = _rail_leaf(g, domain, rails)
             cable(g, leaf[r][min(k // down, leaves_per_rail - 1)], port_Bps)
         for row in leaf:
             for lf in row:
                 for sp in spines:
                     cable(lf, sp, port_Bps)
+    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
+
+
+def _rail_leaf(g: int, domain: int, rails: int) -> tuple[int, int]:
+    """(rail, position on the rail) of GPU g: GPU k of a domain goes to rail k % rails."""
+    r = (g % domain) % rails if domain > 1 else g % rails
+    k = (g // domain) * (domain // rails) + (g % domain) // rails if domain >= rails else g // rails
+    return r, k
+
+
+def _three_tier(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], *, nic_GBps: float,
+                rails: int, radix: int, down: int, up: int, planes: int, latency_s: float) -> Fabric:
+    """Pods of leaves and spines under core groups (module docstring)."""
+    where = f"fabric {name} clos"
+    half = radix // 2
+    per_rail_pod = max(1, half // rails)  # leaves per rail in a pod
+    if rails * per_rail_pod > half:
+        raise DistscopeError(f"{where}: {rails} rails need more than radix/2={half} leaves per pod")
+    pod_rail_gpus = per_rail_pod * down  # GPUs of one rail in one pod
+    per_rail = -(-gpus // rails)
+    pods = -(-per_rail // pod_rail_gpus)
+    if pods > radix:
+        raise DistscopeError(f"{where}: {pods} pods need cores with more than radix={radix} ports (a three-tier "
+                             f"Clos of radix {radix} holds {radix * rails * pod_rail_gpus} GPUs here)")
+    port_Bps = nic_GBps * 1e9 / planes
+    names = [f"gpu{g}" for g in range(gpus)] + up_names
+    links = list(up_links)
+
+    def node(label: str) -> int:
+        names.append(label)
+        return len(names) - 1
+
+    def cable(a: int, b: int) -> None:
+        links.extend((Link(src=a, dst=b, bw_Bps=port_Bps, latency_s=latency_s, plane=Plane.OUT),
+                      Link(src=b, dst=a, bw_Bps=port_Bps, latency_s=latency_s, plane=Plane.OUT)))
+
+    leaves_per_pod = rails * per_rail_pod
+    for p in range(planes):
+        tag = f"p{p}." if planes > 1 else ""
+        cores = [[node(f"{tag}core{j}.{c}") for c in range(half)] for j in range(up)]
+        pod_leaves = []
+        for pod in range(pods):
+            leaf = [[node(f"{tag}pod{pod}.leaf{r}.{i}") for i in range(per_rail_pod)] for r in range(rails)]
+            spines = [node(f"{tag}pod{pod}.spine{j}") for j in range(up)]
+            for row in leaf:
+                for lf in row:
+                    for sp in spines:
+                        cable(lf, sp)
+            for j, sp in enumerate(spines):  # spine j's uplinks: one to each core of group j
+                for c in cores[j][:leaves_per_pod]:
+                    cable(sp, c)
+            pod_leaves.append(leaf)
+        for g in range(gpus):
+            r, k = _rail_leaf(g, domain, rails)
+            pod, i = divmod(k // down, per_rail_pod)
+            cable(g, pod_leaves[min(pod, pods - 1)][r][i])
     return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
 
 
@@ -143,12 +222,13 @@ def parse_fabric(raw: Any, where: str) -> Fabric:
     if "clos" in raw:
         c = raw["clos"] or {}
         _check_keys(c, _CLOS, f"{where} clos")
-        return rail_clos(name, gpus, domain, up_names, up_links, nic_GBps=_num(c, "nic_GBps", f"{where} clos"),
-                         rails=_int(c, "rails", f"{where} clos", min(domain, 8) if domain > 1 else 1),
-                         radix=_int(c, "radix", f"{where} clos", 64),
-                         oversubscription=_num(c, "oversubscription", f"{where} clos", 1.0),
-                         planes=_int(c, "planes", f"{where} clos", 1),
-                         latency_s=_num(c, "latency_us", f"{where} clos", 1.0, positive=False) * 1e-6)
+        w = f"{where} clos"
+        rails = _int(c, "rails", w, min(domain, 8) if domain > 1 else 1)
+        radix, over = _int(c, "radix", w, 64), _num(c, "oversubscription", w, 1.0)
+        return rail_clos(name, gpus, domain, up_names, up_links, nic_GBps=_num(c, "nic_GBps", w), rails=rails,
+                         radix=radix, oversubscription=over, planes=_int(c, "planes", w, 1),
+                         latency_s=_num(c, "latency_us", w, 1.0, positive=False) * 1e-6,
+                         tiers=_int(c, "tiers", w) if "tiers" in c else clos_tiers(gpus, rails, radix, over))
     names = [f"gpu{g}" for g in range(gpus)] + up_names + [str(s) for s in raw.get("switches") or []]
     index = {n: i for i, n in enumerate(names)}
     if len(index) != len(names):
@@ -193,7 +273,7 @@ def fabric_for_cluster(cluster: Cluster, *, radix: int = 64, oversubscription: f
     rails = 4 if domain > 8 else min(domain, 8)
     return rail_clos(f"{cluster.name}-{gpus}", gpus, domain, up_names, up_links, nic_GBps=outer.bw_GBps,
                      rails=rails, radix=radix, oversubscription=oversubscription, planes=planes,
-                     latency_s=outer.latency_s / 2)
+                     latency_s=outer.latency_s / 2, tiers=clos_tiers(gpus, rails, radix, oversubscription))
 
 
 def resolve(fabric: str | None, cluster: str, gpus: int | None) -> tuple[Fabric, Cluster]:
