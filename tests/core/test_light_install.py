@@ -31,6 +31,7 @@ EXTRA_FOR = {
     "distscope compress": "torch",
     "distscope serve measure": "torch",
     "distscope estimate --model torch:": "torch",
+    "distscope plan --model torch:": "torch",
     "distscope explore --model llama3-70b --cluster dgx-h100 --gpus 1024": "parquet|report",  # --out *.parquet, --plot
 }
 # modules that import an extra at module level, and the extra (everything else must import light)

@@ -41,8 +41,9 @@ def model_names() -> list[str]:
 def get_model(name: str) -> ModelSpec:
     """A catalog model by key, or a Hugging Face config.json path."""
     if name.startswith(("torch:", "torchvision:", "timm:")):
-        raise DistscopeError(f"--model {name}: a torch module is priced by `distscope estimate` (with --input); "
-                             "the other verbs take transformer models (catalog keys or config.json)")
+        raise DistscopeError(f"--model {name}: a torch module is priced by `distscope estimate` and planned by "
+                             "`distscope plan` (with --input); the other verbs take transformer models (catalog keys "
+                             "or config.json)")
     if name.endswith(".json") or Path(name).is_dir():
         from distscope.workload.hf import load_hf_config
 
