@@ -128,17 +128,8 @@ def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
         raise DistscopeError(f"{where}: {leaves} leaves per plane need spines with more than radix={radix} ports "
                              f"(a two-tier Clos of radix {radix} holds {radix * down} GPUs at this oversubscription; "
                              "tiers: 3 holds more)")
-    port_Bps = nic_GBps * 1e9 / planes
-    names = [f"gpu{g}" for g in range(gpus)] + up_names
-    links = list(up_links)
-
-    def node(label: str) -> int:
-        names.append(label)
-        return len(names) - 1
-
-    def cable(a: int, b: int, bw: float) -> None:
-        links.extend((Link(src=a, dst=b, bw_Bps=bw, latency_s=latency_s, plane=Plane.OUT),
-                      Link(src=b, dst=a, bw_Bps=bw, latency_s=latency_s, plane=Plane.OUT)))
+    w = _Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
+    node, cable = w.node, w.cable
 
     for p in range(planes):
         tag = f"p{p}." if planes > 1 else ""
@@ -146,12 +137,33 @@ def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
         spines = [node(f"{tag}spine{j}") for j in range(up)]
         for g in range(gpus):
             r, k = _rail_leaf(g, domain, rails)
-            cable(g, leaf[r][min(k // down, leaves_per_rail - 1)], port_Bps)
+            cable(g, leaf[r][min(k // down, leaves_per_rail - 1)])
         for row in leaf:
             for lf in row:
                 for sp in spines:
-                    cable(lf, sp, port_Bps)
-    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
+                    cable(lf, sp)
+    return w.fabric(name, gpus, domain)
+
+
+class _Wiring:
+    """A generated fabric's node names and cables: GPUs, then the scale-up switches, then what node() adds."""
+
+    def __init__(self, gpus: int, up_names: list[str], up_links: list[Link], port_Bps: float, latency_s: float) -> None:
+        self.names = [f"gpu{g}" for g in range(gpus)] + up_names
+        self.links = list(up_links)
+        self.port_Bps, self.latency_s = port_Bps, latency_s
+
+    def node(self, label: str) -> int:
+        self.names.append(label)
+        return len(self.names) - 1
+
+    def cable(self, a: int, b: int) -> None:
+        """A scale-out cable: a directed link each way at the port rate."""
+        self.links.extend((Link(src=a, dst=b, bw_Bps=self.port_Bps, latency_s=self.latency_s, plane=Plane.OUT),
+                           Link(src=b, dst=a, bw_Bps=self.port_Bps, latency_s=self.latency_s, plane=Plane.OUT)))
+
+    def fabric(self, name: str, gpus: int, domain: int) -> Fabric:
+        return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(self.names), links=tuple(self.links))
 
 
 def _rail_leaf(g: int, domain: int, rails: int) -> tuple[int, int]:
@@ -175,17 +187,8 @@ def _three_tier(name: str, gpus: int, domain: int, up_names: list[str], up_links
     if pods > radix:
         raise DistscopeError(f"{where}: {pods} pods need cores with more than radix={radix} ports (a three-tier "
                              f"Clos of radix {radix} holds {radix * rails * pod_rail_gpus} GPUs here)")
-    port_Bps = nic_GBps * 1e9 / planes
-    names = [f"gpu{g}" for g in range(gpus)] + up_names
-    links = list(up_links)
-
-    def node(label: str) -> int:
-        names.append(label)
-        return len(names) - 1
-
-    def cable(a: int, b: int) -> None:
-        links.extend((Link(src=a, dst=b, bw_Bps=port_Bps, latency_s=latency_s, plane=Plane.OUT),
-                      Link(src=b, dst=a, bw_Bps=port_Bps, latency_s=latency_s, plane=Plane.OUT)))
+    w = _Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
+    node, cable = w.node, w.cable
 
     leaves_per_pod = rails * per_rail_pod
     for p in range(planes):
@@ -207,7 +210,7 @@ def _three_tier(name: str, gpus: int, domain: int, up_names: list[str], up_links
             r, k = _rail_leaf(g, domain, rails)
             pod, i = divmod(k // down, per_rail_pod)
             cable(g, pod_leaves[min(pod, pods - 1)][r][i])
-    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(names), links=tuple(links))
+    return w.fabric(name, gpus, domain)
 
 
 def parse_fabric(raw: Any, where: str) -> Fabric:
