@@ -31,18 +31,26 @@ from distscope.fabric.spec import Fabric
 PATTERN_BYTES = 1 << 20  # the pattern's flow size: max-min completion scales with it, so the factor does not
 
 
-def siblings(members: Sequence[int], world: int) -> list[tuple[int, ...]]:
-    """The groups of the same shape that tile the ranks (megatron-style strided groups), or the group
-    alone when its shape does not tile `world`."""
-    ms = tuple(sorted(members))
-    n = len(ms)
-    if n < 2:
-        return [ms]
+def tiling_shape(members: Sequence[int], world: int) -> tuple[int, int] | None:
+    """(size, stride) of an evenly spaced group whose shape tiles the `world` ranks (megatron-style
+    strided groups); None for any other group, or one of fewer than two ranks."""
+    ms = sorted(members)
+    if len(ms) < 2:
+        return None
     stride = ms[1] - ms[0]
-    if any(b - a != stride for a, b in itertools.pairwise(ms)) or world % (n * stride):
-        return [ms]
-    span = n * stride
-    return [tuple(blk + r + i * stride for i in range(n)) for blk in range(0, world, span) for r in range(stride)]
+    if any(b - a != stride for a, b in itertools.pairwise(ms)) or world % (len(ms) * stride):
+        return None
+    return len(ms), stride
+
+
+def siblings(members: Sequence[int], world: int) -> list[tuple[int, ...]]:
+    """The groups of the same shape that tile the ranks, or the group alone when its shape does not tile
+    `world` (tiling_shape)."""
+    shape = tiling_shape(members, world)
+    if shape is None:
+        return [tuple(sorted(members))]
+    n, stride = shape
+    return [tuple(blk + r + i * stride for i in range(n)) for blk in range(0, world, n * stride) for r in range(stride)]
 
 
 def pattern(fabric: Fabric, groups: Sequence[tuple[int, ...]], kind: Collective) -> list[tuple[int, int]]:

@@ -15,13 +15,12 @@ with its hottest links, so a run can say which traffic class suffered and where 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Hashable, Sequence
 
 from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.fabric.build import resolve
-from distscope.fabric.collective import pattern, siblings, step_verdict
+from distscope.fabric.collective import pattern, siblings, step_verdict, tiling_shape
 from distscope.fabric.routing import Router, Routing, policies
 from distscope.fabric.spec import Fabric
 from distscope.sim.cluster_network import ClusterNetwork
@@ -80,13 +79,7 @@ def scaled_cluster(cluster: Cluster, fabric: Fabric, share: float, gpu: int = 0)
 
 def _shape_key(members: tuple[int, ...], world: int) -> tuple[int, ...]:
     """Groups of one shape (size, stride) that tile the ranks have the same siblings: one key for all."""
-    ms = tuple(sorted(members))
-    if len(ms) < 2:
-        return ms
-    stride = ms[1] - ms[0]
-    if all(b - a == stride for a, b in itertools.pairwise(ms)) and world % (len(ms) * stride) == 0:
-        return (len(ms), stride)
-    return ms
+    return tiling_shape(members, world) or tuple(sorted(members))
 
 
 class FabricNetwork:

@@ -106,14 +106,12 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
 def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                      batches: str | None, other: bool) -> None:
     """`estimate --inference`: forward latency and utilization per batch size (model/module_estimate.py)."""
-    import dataclasses
-
     from rich.table import Table
 
     from distscope.errors import DistscopeError
     from distscope.model.module_estimate import infer_module
     from distscope.report.console import out, print_json
-    from distscope.workload.module_graph import parse_inputs
+    from distscope.workload.module_graph import at_batch, parse_inputs
 
     _module_checks(workload, plan, other)
     if plan.dp is not None or plan.zero is not None:
@@ -128,10 +126,7 @@ def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
         if any(b < 1 for b in sizes):
             raise DistscopeError(f"--batches={batches!r} must be a comma list of positive integers")
     device = S.build_cluster(system).device
-    runs = []
-    for b in sizes:
-        shaped = tuple(dataclasses.replace(x, shape=(b, *x.shape[1:])) for x in inputs)
-        runs.append(infer_module(_traced(workload, shaped, device.name, inference=True), device))
+    runs = [infer_module(_traced(workload, at_batch(inputs, b), device.name, inference=True), device) for b in sizes]
     if as_json:
         print_json({"model": workload.model, "device": device.name, "runs": [r.to_dict() for r in runs]})
         return
@@ -152,28 +147,24 @@ def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
 
 def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: int, as_json: bool) -> None:
     """`plan --model torch:FILE.py:FACTORY --input ...`: search/module_plan.py."""
-    import dataclasses
-
     from rich.table import Table
 
     from distscope.errors import DistscopeError
     from distscope.report.console import out, print_json
     from distscope.report.progress import progress
-    from distscope.search.module_plan import micro_batches, plan_module, ranked_rows, why
+    from distscope.search.module_plan import micro_batches, per_gpu_batch, plan_module, ranked_rows, why
     from distscope.search.report import TIE_REL
-    from distscope.workload.module_graph import parse_inputs
+    from distscope.workload.module_graph import at_batch, parse_inputs
 
     _module_checks(workload, S.PlanFlags(), False)
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
 
     def trace(mb: int) -> ModuleGraph:
-        shaped = tuple(dataclasses.replace(x, shape=(mb, *x.shape[1:])) for x in inputs)
-        return _traced(workload, shaped, cluster.device.name, inference=False)
+        return _traced(workload, at_batch(inputs, mb), cluster.device.name, inference=False)
 
     gb = workload.global_batch
-    n = len(micro_batches(gb // cluster.num_gpus)) if gb >= cluster.num_gpus and gb % cluster.num_gpus == 0 else 0
-    with progress(n or None, "tracing the module per micro-batch") as bar:
+    with progress(len(micro_batches(per_gpu_batch(gb, cluster.num_gpus))), "tracing the module per micro-batch") as bar:
         plans = plan_module(trace, cluster, global_batch=gb, progress=bar)
     if not plans.ranked:
         gib = 2**30
@@ -183,17 +174,15 @@ def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: in
                              f"{cluster.memory_capacity_bytes / gib:.1f} (micro-batches {list(plans.micro_batches)}, "
                              "DDP and FSDP)")
     best = plans.ranked[0]
-    x0 = inputs[0]
-    first = ",".join([f"{x0.name}:{'x'.join(map(str, (best.micro_batch, *x0.shape[1:])))}:{x0.dtype.value}",
-                      *(f"{x.name}:{'x'.join(map(str, (best.micro_batch, *x.shape[1:])))}:{x.dtype.value}"
-                        for x in inputs[1:])])
+    tied = sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))
+    first = ",".join(x.text for x in at_batch(inputs, best.micro_batch))
     again = (f"distscope estimate --model {workload.model} --input {first} --cluster {cluster.name} --gpus "
              f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}")
     result = {"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
               "micro_batches_searched": list(plans.micro_batches), "feasible": len(plans.ranked),
               "infeasible": len(plans.infeasible), "best": best.to_dict(),
               "top": [c.to_dict() for c in plans.ranked[:top]], "why": why(plans), "estimate_command": again,
-              "tie": sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))}
+              "tie": tied}
     if as_json:
         print_json(result)
         return
@@ -206,7 +195,6 @@ def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: in
         t.add_row(*row)
     out.print(t)
     out.print(f"[bold]why #1 wins[/bold]: {result['why']}")
-    tied = sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))
     if tied > 1:
         out.print(f"statistical tie: #1-#{tied} are within {TIE_REL:.0%} of #1's step time, the estimator's error in "
                   "comparing two plans of one job: choose among them on memory margin or simplicity (DDP), or measure")

@@ -49,15 +49,20 @@ def micro_batches(per_gpu: int) -> tuple[int, ...]:
     return tuple(sorted(pows | {per_gpu}, reverse=True)[:MAX_MICRO_BATCHES])
 
 
+def per_gpu_batch(global_batch: int, gpus: int) -> int:
+    """Samples per GPU per step: every GPU is a data-parallel replica (one line when it does not divide)."""
+    if global_batch < gpus or global_batch % gpus:
+        raise DistscopeError(f"--global-batch={global_batch} must be a multiple of --gpus={gpus}: every GPU is a "
+                             "data-parallel replica of a torch module")
+    return global_batch // gpus
+
+
 def plan_module(trace: Callable[[int], ModuleGraph], cluster: Cluster, *, global_batch: int,
                 progress: Callable[[], None] | None = None) -> ModulePlans:
     """Every (sharding, micro-batch) of the module on all of `cluster`'s GPUs, priced and ranked.
     `trace(b)` traces the module at micro-batch b."""
     gpus = cluster.num_gpus
-    if global_batch < gpus or global_batch % gpus:
-        raise DistscopeError(f"--global-batch={global_batch} must be a multiple of --gpus={gpus}: every GPU is a "
-                             "data-parallel replica of a torch module")
-    mbs = micro_batches(global_batch // gpus)
+    mbs = micro_batches(per_gpu_batch(global_batch, gpus))
     feasible: list[ModuleCandidate] = []
     over: list[ModuleCandidate] = []
     for mb in mbs:

@@ -158,11 +158,11 @@ def simulate(
     )
     bw = W.parse_level_scales(scale_bw, "--scale-bw") if scale_bw else {}
     lat = W.parse_level_scales(scale_latency, "--scale-latency") if scale_latency else {}
-    if fabric is not None and cluster is None:
-        raise DistscopeError("--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus")
+    if fabric is not None and cluster is None:  # before the network: its own checks would name another flag
+        raise DistscopeError(FABRIC_NEEDS_CLUSTER)
     model, device, codec = _network(network, system, cluster, gpus, link, profile, profile_level, mode, bw, lat,
                                     whatif.placement)
-    fabric_net = None if fabric is None else _on_fabric(model, fabric, routing, seed, cluster, gpus)
+    fabric_net = None if fabric is None or cluster is None else _on_fabric(model, fabric, routing, seed, cluster, gpus)
     model = fabric_net or model
     where = f"network {str(network)!r}" if network is not None else (
         f"cluster {cluster!r} x{gpus}" if cluster is not None else f"profile {str(profile)!r}")
@@ -273,14 +273,17 @@ def simulate(
             Console().print(f"host completion skew replayed from the comm logs: {skew[worst] * 1e3:.1f} ms (rank {worst})")
 
 
-def _on_fabric(model: NetworkModel, text: str, routing: str, seed: int, cluster: str | None,
+FABRIC_NEEDS_CLUSTER = "--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus"
+
+
+def _on_fabric(model: NetworkModel, text: str, routing: str, seed: int, cluster: str,
                gpus: int | None) -> FabricNetwork:
     """The --cluster network with its scale-out on the fabric (fabric/network.py)."""
     from distscope.fabric.network import FabricNetwork, fabric_choice
     from distscope.sim.cluster_network import ClusterNetwork
 
-    if cluster is None or not isinstance(model, ClusterNetwork):
-        raise DistscopeError("--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus")
+    if not isinstance(model, ClusterNetwork):  # --cluster always gives one
+        raise DistscopeError(FABRIC_NEEDS_CLUSTER)
     return FabricNetwork(model.cluster, fabric_choice(text, routing, seed, cluster, gpus))
 
 

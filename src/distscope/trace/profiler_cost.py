@@ -73,20 +73,14 @@ class ProfilerCost:
     def from_json(cls, data: Mapping[str, Any] | None) -> ProfilerCost:
         if not data:
             return cls()
+        launch = data.get("launch_s") or (0.0, 0.0)  # captures of CPU jobs before the CUDA loop have none
         return cls(inside_s=(float(data["inside_s"][0]), float(data["inside_s"][1])),
                    outside_s=(float(data["outside_s"][0]), float(data["outside_s"][1])),
-                   launch_s=_pair(data.get("launch_s")))
+                   launch_s=(float(launch[0]), float(launch[1])))
 
 
 # CUDA runtime calls that put work on a stream: each one is a device node (kernel, copy, memset) of the trace
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaMemcpy", "cudaMemset", "cuLaunchKernel")
-
-
-def _pair(v: Any) -> tuple[float, float]:
-    """A per-launch cost: [inside, outside] (a lone number from an earlier capture is all inside)."""
-    if isinstance(v, list | tuple) and len(v) == 2:
-        return float(v[0]), float(v[1])
-    return (max(0.0, float(v)), 0.0) if isinstance(v, int | float) else (0.0, 0.0)
 
 
 def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> dict[str, Any]:

@@ -69,6 +69,16 @@ class InputSpec:
     shape: tuple[int, ...]
     dtype: DType
 
+    @property
+    def text(self) -> str:
+        """The spec as `--input` takes it (parse_inputs): name:AxBxC:dtype."""
+        return f"{self.name}:{'x'.join(map(str, self.shape))}:{self.dtype.value}"
+
+
+def at_batch(inputs: tuple[InputSpec, ...], batch: int) -> tuple[InputSpec, ...]:
+    """The inputs with their leading (batch) dim set to `batch`."""
+    return tuple(dataclasses.replace(x, shape=(batch, *x.shape[1:])) for x in inputs)
+
 
 @dataclasses.dataclass(frozen=True)
 class ModuleGraph:
