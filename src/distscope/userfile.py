@@ -15,11 +15,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from distscope.errors import DistscopeError
+from distscope.errors import DistscopeError, closest
 
 _KIND: dict[type, str] = {dict: "object", list: "array"}
 _BOM = "\ufeff"
@@ -55,6 +56,49 @@ def read_json(path: str | Path, what: str, expect: type | None = dict) -> Any:
         raise DistscopeError(f"{what} {str(path)!r}: expected a JSON {_KIND.get(expect, expect.__name__)}, "
                              f"got {type(data).__name__}")
     return data
+
+
+def read_yaml(path: str | Path, what: str) -> Any:
+    """Parsed YAML from the file (`read_text`); a syntax error is one line with its position."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise DistscopeError(f"{what} {path}: not valid YAML ({' '.join(str(e).split())[:160]})") from None
+
+
+def check_keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """One line naming the first key of a mapping read from a file that is not one of `allowed`."""
+    for k in d:
+        if k not in allowed:
+            raise DistscopeError(f"{where}: unknown key {k!r}{closest(str(k), allowed)}")
+
+
+def num_field(d: dict[str, Any], key: str, where: str, default: float | None = None, *,
+              positive: bool = True) -> float:
+    """A finite number from a mapping read from a file (> 0 unless positive=False); one line otherwise."""
+    v = d.get(key, default)
+    if v is None:
+        raise DistscopeError(f"{where}: {key} is required")
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise DistscopeError(f"{where}: {key}={v!r} is not a number") from None
+    if not math.isfinite(x):
+        raise DistscopeError(f"{where}: {key}={v!r} (need a finite number)")
+    if positive and not x > 0:
+        raise DistscopeError(f"{where}: {key}={v!r} (need > 0)")
+    return x
+
+
+def int_field(d: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    """A positive whole number from a mapping read from a file; one line otherwise."""
+    x = num_field(d, key, where, default)
+    if x != int(x):
+        raise DistscopeError(f"{where}: {key}={d.get(key)!r} (need a whole number)")
+    return int(x)
 
 
 def header_names(names: Iterable[str | None]) -> list[str]:

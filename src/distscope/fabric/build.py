@@ -34,43 +34,18 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from distscope.errors import DistscopeError, closest
+from distscope.errors import DistscopeError
 from distscope.fabric.spec import Fabric, Link, Plane, node_index
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
-from distscope.userfile import read_text
+from distscope.userfile import check_keys as _check_keys
+from distscope.userfile import int_field as _int
+from distscope.userfile import num_field as _num
+from distscope.userfile import read_yaml
 
 _TOP = ("name", "gpus", "scale_up", "clos", "switches", "links")
 _CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "tiers", "latency_us")
 _SCALE_UP = ("size", "GBps", "latency_us")
-
-
-def _check_keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for k in d:
-        if k not in allowed:
-            raise DistscopeError(f"{where}: unknown key {k!r}{closest(str(k), allowed)}")
-
-
-def _num(d: dict[str, Any], key: str, where: str, default: float | None = None, *, positive: bool = True) -> float:
-    v = d.get(key, default)
-    if v is None:
-        raise DistscopeError(f"{where}: {key} is required")
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise DistscopeError(f"{where}: {key}={v!r} is not a number") from None
-    if positive and not x > 0:
-        raise DistscopeError(f"{where}: {key}={v!r} (need > 0)")
-    return x
-
-
-def _int(d: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
-    x = _num(d, key, where, default)
-    if x != int(x):
-        raise DistscopeError(f"{where}: {key}={d.get(key)!r} (need a whole number)")
-    return int(x)
 
 
 def _scale_up(gpus: int, su: dict[str, Any] | None, where: str) -> tuple[int, list[str], list[Link]]:
@@ -254,12 +229,7 @@ def parse_fabric(raw: Any, where: str) -> Fabric:
 
 
 def load_fabric(path: str) -> Fabric:
-    text = read_text(path, "--fabric")  # missing, a directory, not UTF-8: one line each
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DistscopeError(f"--fabric {path}: not valid YAML ({' '.join(str(e).split())[:160]})") from None
-    return parse_fabric(raw, path)
+    return parse_fabric(read_yaml(path, "--fabric"), path)
 
 
 def fabric_for_cluster(cluster: Cluster, *, radix: int = 64, oversubscription: float = 1.0, planes: int = 1) -> Fabric:

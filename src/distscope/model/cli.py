@@ -34,8 +34,15 @@ def estimate_cmd(
     from distscope.report.estimate_table import estimate_json, estimate_tables
 
     check_report(report)
+    from distscope.workload.embedding import is_dlrm_ref
     from distscope.workload.module_graph import is_module_ref
 
+    if is_dlrm_ref(workload.model):
+        from distscope.model.dlrm_cli import estimate_dlrm_cmd
+
+        estimate_dlrm_cmd(workload, system, plan, as_json=as_json,
+                          other=bool(report or comm_volume or quant_gbps or inference or batches))
+        return
     if is_module_ref(workload.model):
         from distscope.model.module_cli import module_cmd
 

@@ -266,6 +266,9 @@ def build_workload(flags: WorkloadFlags) -> tuple[ModelSpec, TrainingShape]:
 
 def build_scenario(workload: WorkloadFlags, system: SystemFlags, plan: PlanFlags) -> Scenario:
     """The one place flags become a scenario (module doc)."""
+    if plan.sharding is not None:
+        raise DistscopeError(f"--sharding={plan.sharding} is for recommendation models (--model dlrm:FILE.yaml or "
+                             "dlrm:mlperf-dcnv2)")
     spec, shape = build_workload(workload)
     c = build_cluster(system)
     p = plan_on(plan, spec, shape, c)

@@ -110,6 +110,10 @@ class PlanFlags:
     framework: str | None = flag(None, "--framework", help="Framework whose own memory behaviour to model: any "
                                  "(Megatron-LM accounting), megatron or torchtitan (FSDP2, its loss, its pipelining) "
                                  "(default: the --software preset's framework, else any).")
+    sharding: str | None = flag(None, "--sharding", help="With --model dlrm:...: the embedding sharding, TorchRec's "
+                                "types: table_wise, column_wise, row_wise, table_row_wise or data_parallel for every "
+                                "table, or a file from `plan --write-sharding` (estimate; default: the planner's "
+                                "choice); for `plan`, a comma list of the types it may use.")
     software: str | None = flag(None, "--software", help="Software preset (e.g. megatron-core-0.8, torchtitan-2025, "
                                 "nemo-24): its plan defaults, FSDP engine, FP8 recipe, kernel stack and fixed costs "
                                 "(software/data/presets.json).")

@@ -64,6 +64,8 @@ def plan_cmd(
     seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
+    write_sharding: Annotated[str | None, typer.Option("--write-sharding", help="With --model dlrm:...: write the "
+                                                       "embedding sharding found to this YAML file (estimate --sharding reads it).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -98,11 +100,24 @@ def plan_cmd(
     from distscope.sim.network import NetworkMode
 
     mode = parse_enum(NetworkMode, network_mode, "--network-mode")
+    from distscope.workload.embedding import is_dlrm_ref
     from distscope.workload.module_graph import is_module_ref
 
+    given = [name for name, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--fabric", fabric),
+                                  ("--report", report), ("--framework", framework), ("--overlap", overlap)) if v]
+    if is_dlrm_ref(workload.model):
+        if given:
+            raise DistscopeError(f"{given[0]}: a recommendation model is planned by its embedding sharding; its dense "
+                                 "part is data-parallel over every GPU")
+        from distscope.model.dlrm_cli import plan_dlrm_cmd
+
+        plan_dlrm_cmd(workload, system, plan, write=write_sharding, as_json=as_json)
+        return
+    if write_sharding is not None:
+        raise DistscopeError("--write-sharding is for recommendation models (--model dlrm:...)")
+    if plan.sharding is not None:
+        raise DistscopeError(f"--sharding={plan.sharding} is for recommendation models (--model dlrm:...)")
     if is_module_ref(workload.model):
-        given = [name for name, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--fabric", fabric),
-                                      ("--report", report), ("--framework", framework), ("--overlap", overlap)) if v]
         if given:
             raise DistscopeError(f"{given[0]}: a torch module is planned data-parallel only (DDP or FSDP, and the "
                                  "micro-batch); use a transformer model for the rest")

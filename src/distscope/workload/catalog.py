@@ -44,6 +44,9 @@ def get_model(name: str) -> ModelSpec:
         raise DistscopeError(f"--model {name}: a torch module is priced by `distscope estimate` and planned by "
                              "`distscope plan` (with --input); the other verbs take transformer models (catalog keys "
                              "or config.json)")
+    if name.startswith("dlrm:"):
+        raise DistscopeError(f"--model {name}: a recommendation model is priced by `distscope estimate` and sharded "
+                             "by `distscope plan`; the other verbs take transformer models")
     if name.endswith(".json") or Path(name).is_dir():
         from distscope.workload.hf import load_hf_config
 

@@ -1,0 +1,160 @@
+"""`distscope estimate` and `distscope plan` of a recommendation model (`--model dlrm:tables.yaml` or
+`dlrm:mlperf-dcnv2`): model/embedding_cost.py prices a sharding, search/embedding_plan.py chooses one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from distscope import scenario as S
+
+if TYPE_CHECKING:
+    from distscope.model.embedding_cost import DlrmEstimate, TableSharding
+    from distscope.system.topology import Cluster
+    from distscope.workload.embedding import DlrmSpec
+
+
+def _checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
+    """Flags a recommendation model does not take: one line each."""
+    from distscope.errors import DistscopeError
+
+    default = S.PlanFlags()
+    for f in dataclasses.fields(plan):
+        if f.name != "sharding" and getattr(plan, f.name) != getattr(default, f.name):
+            flag = f.metadata["decls"][0].split("/")[0]
+            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a recommendation model is planned by its embedding "
+                                 "sharding (--sharding); its dense part is data-parallel over every GPU")
+    if other:
+        raise DistscopeError("--report, --comm-volume, --quant-gbps, --inference and --batches are for transformer "
+                             "models and torch modules")
+    if workload.input is not None or workload.seq is not None or workload.mtp_layers is not None:
+        raise DistscopeError("--input, --seq and --mtp-layers do not apply to a recommendation model: its tables file "
+                             "gives the shapes and --global-batch the samples per step")
+
+
+def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int
+               ) -> tuple[tuple[TableSharding, ...], str]:
+    """The sharding --sharding names (a type for every table, or a file), else the planner's choice."""
+    from distscope.model.embedding_cost import ShardingType
+    from distscope.search.embedding_plan import place, plan_embeddings, uniform
+    from distscope.search.sharding_file import load_sharding
+
+    if sharding is None:
+        return plan_embeddings(spec, cluster, global_batch=global_batch).shardings, "the planner's choice"
+    if sharding.endswith((".yaml", ".yml")):
+        return load_sharding(sharding, spec, cluster), sharding
+    kind = ShardingType.parse(sharding, "--sharding")
+    return place(spec, cluster, uniform(spec, cluster, kind), global_batch=global_batch), f"every table {kind.value}"
+
+
+def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], est: DlrmEstimate) -> str:
+    gib = 2**30
+    look = est.rank_lookup_s
+    mean = sum(look) / len(look)
+    return (f"step {est.step_time_s * 1e3:.3f} ms, {est.samples_per_s:,.0f} samples/s; lookups per rank: max "
+            f"{max(look) * 1e3:.3f} ms, {max(look) / mean if mean else 1.0:.2f}x the mean; memory per GPU "
+            f"{min(est.rank_memory_bytes) / gib:.1f}-{max(est.rank_memory_bytes) / gib:.1f} GiB of "
+            f"{est.capacity_bytes / gib:.1f}" + ("" if est.feasible else " (does not fit)"))
+
+
+def _counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ts in shardings:
+        out[ts.kind.value] = out.get(ts.kind.value, 0) + 1
+    return out
+
+
+def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
+                      other: bool) -> None:
+    from rich.table import Table
+
+    from distscope.model.embedding_cost import estimate_dlrm
+    from distscope.report.console import out, print_json
+    from distscope.workload.embedding import load_dlrm
+
+    _checks(workload, plan, other)
+    spec = load_dlrm(workload.model)
+    cluster = S.build_cluster(system)
+    gb = workload.global_batch
+    _batch_check(gb, cluster.num_gpus)
+    shardings, source = _shardings(spec, cluster, plan.sharding, gb)
+    est = estimate_dlrm(spec, cluster, shardings, global_batch=gb)
+    if as_json:
+        print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
+                    "sharding": source, "sharding_types": _counts(shardings), **est.to_dict(),
+                    "tables": [ts.to_dict() for ts in shardings]})
+        return
+    t = Table(title=f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x dims), "
+                    f"{spec.dense_params / 1e6:,.1f}M dense params, {cluster.num_gpus} GPUs of {cluster.device.name}, "
+                    f"global batch {gb}; sharding: {source} {_counts(shardings)}")
+    t.add_column("term")
+    t.add_column("ms", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in est.breakdown_s.items():
+        t.add_row(k, f"{v * 1e3:.3f}", f"{v / est.step_time_s:.1%}")
+    out.print(t)
+    out.print(_summary(spec, cluster, shardings, est), markup=False)
+
+
+def _batch_check(global_batch: int, gpus: int) -> None:
+    from distscope.errors import DistscopeError
+
+    if global_batch < 1 or global_batch % gpus:
+        raise DistscopeError(f"--global-batch={global_batch} must be a positive multiple of --gpus={gpus} (samples per "
+                             "step, split evenly over the ranks)")
+
+
+def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, write: str | None,
+                  as_json: bool) -> None:
+    from rich.table import Table
+
+    from distscope.errors import DistscopeError
+    from distscope.model.embedding_cost import ShardingType
+    from distscope.report.console import out, print_json
+    from distscope.report.progress import progress
+    from distscope.search.embedding_plan import plan_embeddings
+    from distscope.search.sharding_file import write_sharding
+    from distscope.workload.embedding import load_dlrm
+
+    _checks(workload, dataclasses.replace(plan, sharding=None), False)
+    spec = load_dlrm(workload.model)
+    cluster = S.build_cluster(system)
+    gb = workload.global_batch
+    _batch_check(gb, cluster.num_gpus)
+    allowed = frozenset(ShardingType)
+    if plan.sharding is not None:
+        if plan.sharding.endswith((".yaml", ".yml")):
+            raise DistscopeError(f"--sharding={plan.sharding}: plan searches shardings; give the types it may use "
+                                 "(comma list) or estimate the file with `distscope estimate --sharding FILE`")
+        allowed = frozenset(ShardingType.parse(x, "--sharding") for x in plan.sharding.split(",") if x.strip())
+    with progress(None, "pricing embedding shardings") as bar:
+        result = plan_embeddings(spec, cluster, global_batch=gb, allowed=allowed, progress=bar)
+    again = (f"distscope estimate --model {workload.model} --cluster {cluster.name} --gpus {cluster.num_gpus} "
+             f"--global-batch {gb}" + (f" --sharding {write}" if write else ""))
+    if write:
+        write_sharding(write, result.shardings)
+    est = result.estimate
+    base = {k: v for k, v in result.baselines.items() if v is not None}
+    why = "; ".join(f"every table {k} (table-wise where it does not apply): {v.step_time_s * 1e3:.3f} ms "
+                    f"({v.step_time_s / est.step_time_s:.2f}x)" for k, v in base.items())
+    if as_json:
+        print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
+                    **result.to_dict(), "estimate_command": again, "why": why})
+        return
+    t = Table(title=f"{spec.name} on {cluster.num_gpus} GPUs of {cluster.name} · global batch {gb}: the sharding found "
+                    f"({result.evaluated} shardings priced)")
+    for col in ("table", "rows", "dim", "pooling", "sharding", "ranks"):
+        t.add_column(col, justify="left" if col in ("table", "sharding", "ranks") else "right")
+    for ts in result.shardings:
+        ranks = sorted({s.rank for s in ts.shards})
+        shown = ",".join(map(str, ranks)) if len(ranks) <= 8 else f"{ranks[0]}..{ranks[-1]} ({len(ranks)})"
+        kind = ts.kind.value + (f" x{len(ts.shards)}" if ts.kind is ShardingType.COLUMN_WISE else "")
+        t.add_row(ts.table.name, f"{ts.table.rows:,}", str(ts.table.dim), f"{ts.table.pooling:g}", kind, shown)
+    out.print(t)
+    out.print(_summary(spec, cluster, result.shardings, est), markup=False)
+    terms = sorted(est.breakdown_s.items(), key=lambda kv: -kv[1])[:3]
+    out.print("largest terms: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in terms), markup=False)
+    if why:
+        out.print(f"[bold]against one type for every table[/bold]: {why}")
+    out.print("[bold]reproduce[/bold]:" + ("" if write else " (add --write-sharding FILE to save the sharding)"))
+    out.print(again, markup=False, soft_wrap=True)

@@ -1,0 +1,290 @@
+"""A DLRM training step under an embedding sharding (TorchRec's five sharding types), on a cluster.
+
+Per rank, per step of global batch B over N ranks (b = B/N per rank, L GPUs per node, H = N/L nodes),
+for a table of R rows, dim d, pooling p (ids per sample), table bytes e, ids of 8 bytes (int64):
+
+Lookup kernels (FBGEMM's table-batched embedding; memory-bound, priced at the HBM model's streaming
+rate, efficiency.elementwise_s). A row read moves ceil(d·e / 32)·32 bytes: global memory is served in
+32-byte sectors (CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory"), so rows narrower
+than 32 bytes cost a full sector (TorchRec's estimator penalises dims under 32 for the same reason).
+- forward, a shard serving n ids into o pooled outputs of width d_s:  n·(8 + row(d_s)) + o·d_s·e;
+- backward with the fused optimizer: the output gradients o·d_s·e read, the ids sorted (radix sort: two
+  passes of 8-byte keys and 8-byte values, 4·8 bytes per id), each touched row read and written with its
+  optimizer state: n·(32 + 2·row(d_s) + 2·state(d_s)). TorchRec's estimator prices the backward at 2x
+  the forward (BWD_COMPUTE_MULTIPLIER); this is the traffic behind such a factor.
+A shard of r rows of R serves n = B·p·r/R ids (ids uniform over rows: hashed Criteo features; a skewed
+table with hot rows makes RW ranks uneven, not modelled).
+
+Where the ids and the pooled embeddings go (TorchRec's input and output distributions):
+- table-wise (TW) and column-wise (CW, k shards of d/k, each placed like a TW table): every rank sends
+  its b samples' ids (and one 4-byte length per sample) to each shard's rank, which pools all B samples
+  and sends each rank its b rows back: an uneven all-to-all of b·d_s·e per peer;
+- row-wise (RW): ids bucketized to the rank holding their rows (a rank sends b·p·8 spread over N);
+  every rank pools partial sums for all B samples and the partials are reduce-scattered (B·d·e over N);
+  the backward all-gathers the gradients (the same cost);
+- table-row-wise (TWRW, ZionEX's hierarchical sharding): the rows are split over the L ranks of one
+  node; a reduce-scatter inside the node (B·d·e over L), then each local rank sends its B/L samples to
+  its peers of the same local rank on the other nodes (an all-to-all over the H nodes);
+- data-parallel (DP): a replica on every rank looks up its own b samples; its gradient, R·d·e, is
+  all-reduced with the dense part's, and the optimizer updates the whole table (2·R·(d·e + state)).
+The all-to-alls of a step are priced as one uneven all-to-all each way (TorchRec batches the
+distributions of one sharding type; here all types share one): the slowest rank's max(sent, received)
+bytes as an all-to-all of that size on the group (comm.collective_s, the α-β model of the topology).
+
+The dense part (bottom MLP, interaction, top MLP) is data-parallel: each GEMM of the b samples at the
+GEMM model (efficiency.gemm_s), the backward twice the forward's GEMMs (data and weight gradients); its
+fp32 gradients are all-reduced and overlap the backward of the dense part and of the embeddings.
+
+Step (TorchRec's TrainPipelineSparseDist: the next batch's input distribution runs under this batch's
+dense compute): max over ranks of the lookup forward + the output all-to-all + dense forward and
+backward + the gradient all-to-all + max over ranks of the lookup backward + what the input
+distribution and the all-reduce do not hide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+
+from distscope.comm import Collective, collective_s, group_net
+from distscope.dtypes import DType
+from distscope.enums import Enum
+from distscope.errors import DistscopeError, closest
+from distscope.hashing import cached_hash
+from distscope.model import efficiency as eff
+from distscope.model.memory import WORKSPACE_BYTES
+from distscope.system.topology import Cluster
+from distscope.workload.embedding import DlrmSpec, EmbeddingTable
+
+ID_BYTES = 8  # int64 ids, TorchRec's KeyedJaggedTensor values
+LENGTH_BYTES = 4  # one int32 length per sample and feature
+SECTOR_BYTES = 32  # the GPU's global-memory transaction
+SORT_BYTES_PER_ID = 32  # radix sort of (id, position) pairs: two passes of 8 + 8 bytes
+DENSE_GRAD_BYTES = 4.0  # fp32 parameters and gradients of the dense part (DDP under autocast)
+DENSE_STATE_BYTES = 8.0  # the dense part's Adagrad/Adam state per parameter (fp32)
+
+
+class ShardingType(Enum):
+    """TorchRec's names (torchrec.distributed.types.ShardingType values)."""
+
+    TABLE_WISE = "table_wise"
+    COLUMN_WISE = "column_wise"
+    ROW_WISE = "row_wise"
+    TABLE_ROW_WISE = "table_row_wise"
+    DATA_PARALLEL = "data_parallel"
+
+    @classmethod
+    def parse(cls, value: str, field: str = "sharding") -> ShardingType:
+        key = value.strip().lower().replace("-", "_")
+        key = {"tw": "table_wise", "cw": "column_wise", "rw": "row_wise", "twrw": "table_row_wise",
+               "dp": "data_parallel"}.get(key, key)
+        try:
+            return cls(key)
+        except ValueError:
+            raise DistscopeError(f"{field}={value!r} is not a sharding type (table_wise, column_wise, row_wise, "
+                                 f"table_row_wise, data_parallel){closest(key, [c.value for c in cls])}") from None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shard:
+    rank: int
+    rows: int
+    cols: int
+
+
+@cached_hash  # hashed by the step model's per-table cache on every price
+@dataclasses.dataclass(frozen=True)
+class TableSharding:
+    table: EmbeddingTable
+    kind: ShardingType
+    shards: tuple[Shard, ...]
+
+    @functools.cached_property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ranks, rows, cols) of the shards, for the vectorized step model."""
+        return (np.array([s.rank for s in self.shards], dtype=np.int64),
+                np.array([s.rows for s in self.shards], dtype=np.float64),
+                np.array([s.cols for s in self.shards], dtype=np.float64))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table.name, "sharding": self.kind.value,
+                "shards": [{"rank": s.rank, "rows": s.rows, "cols": s.cols} for s in self.shards]}
+
+
+@dataclasses.dataclass(frozen=True)
+class DlrmEstimate:
+    step_time_s: float
+    breakdown_s: dict[str, float]  # sums to step_time_s
+    samples_per_s: float
+    rank_lookup_s: tuple[float, ...]  # forward + backward lookup time per rank
+    rank_sent_bytes: tuple[float, ...]  # pooled-embedding bytes each rank sends per direction (all-to-alls, node RS)
+    rank_memory_bytes: tuple[float, ...]
+    capacity_bytes: float
+
+    @property
+    def feasible(self) -> bool:
+        return max(self.rank_memory_bytes) <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step_time_s": self.step_time_s, "breakdown_s": dict(self.breakdown_s),
+                "samples_per_s": self.samples_per_s, "rank_lookup_s": list(self.rank_lookup_s),
+                "rank_sent_bytes": list(self.rank_sent_bytes), "rank_memory_bytes": list(self.rank_memory_bytes),
+                "capacity_bytes": self.capacity_bytes, "feasible": self.feasible}
+
+
+def dense_memory_bytes(spec: DlrmSpec) -> float:
+    """Per rank besides the tables: the dense part's fp32 weights, gradients and optimizer state, and the
+    framework's workspace."""
+    return spec.dense_params * (2 * DENSE_GRAD_BYTES + DENSE_STATE_BYTES) + WORKSPACE_BYTES
+
+
+def row_bytes(cols: Any, dtype: DType) -> Any:
+    """Bytes one row read moves: whole 32-byte sectors (module docstring). Numbers or numpy arrays."""
+    return np.ceil(cols * dtype.bytes / SECTOR_BYTES) * SECTOR_BYTES
+
+
+def lookup_bytes(ids: Any, outputs: float, cols: Any, spec: DlrmSpec) -> tuple[Any, Any]:
+    """(forward, backward) HBM bytes of one shard serving `ids` lookups into `outputs` pooled rows of
+    width `cols` (module docstring); per shard when `ids` or `cols` are numpy arrays."""
+    e = spec.embedding_dtype
+    row = row_bytes(cols, e)
+    state = spec.optimizer.state_bytes(cols)
+    out = outputs * cols * e.bytes
+    return ids * (ID_BYTES + row) + out, out + ids * (SORT_BYTES_PER_ID + 2 * row + 2 * state)
+
+
+def _stream_s(cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
+    """efficiency.elementwise_s of each shard's bytes (one kernel each): vectorized on the analytic HBM
+    model, shard by shard on a measured element-wise table."""
+    dev = cluster.device
+    if dev.kernels is None or dev.kernels.elementwise is None:
+        return np.asarray(eff.elementwise_s(dev, nbytes, 1))  # type: ignore[arg-type]  # linear: bytes / (HBM · MEM_ETA) + KERNEL_S
+    return np.array([eff.elementwise_s(dev, float(x), 1) for x in np.ravel(nbytes)])
+
+
+def dense_s(spec: DlrmSpec, cluster: Cluster, batch: int) -> tuple[float, float]:
+    """(forward, backward) seconds of the dense part for `batch` samples on one GPU (GEMM model)."""
+    dev, dt = cluster.device, spec.dense_dtype
+    fwd = sum(eff.gemm_s(dev, dt, batch, o, i) for i, o in spec.dense_layers())
+    bwd = sum(eff.gemm_s(dev, dt, batch, i, o) + eff.gemm_s(dev, dt, i, o, batch) for i, o in spec.dense_layers())
+    return fwd, bwd
+
+
+def _uneven_a2a_s(cluster: Cluster, sent: np.ndarray, recv: np.ndarray, size: int, stride: int = 1) -> float:
+    """An all-to-all whose ranks move different volumes: the slowest rank's max(sent, received) bytes
+    priced as a uniform all-to-all whose cross-rank part is that many bytes."""
+    if size <= 1:
+        return 0.0
+    worst = float(max(sent.max(), recv.max()))
+    return collective_s(Collective.ALL_TO_ALL, worst * size / (size - 1), group_net(cluster, size, stride))
+
+
+# rows of a table's per-rank contribution (_table_terms)
+FWD, BWD, MEM, IDS_SENT, IDS_RECV, OUT_SENT, OUT_RECV, X_SENT, X_RECV, NODE_RS = range(10)
+
+
+@functools.lru_cache(maxsize=65536)
+def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_batch: int
+                 ) -> tuple[np.ndarray, float, float, float]:
+    """One table's contribution to the step (module docstring): a (10, N) array of per-rank lookup
+    seconds (forward, backward), memory, all-to-all bytes sent and received (ids, pooled rows, TWRW's
+    cross-node rows) and its node's reduce-scatter bytes; and the row-wise reduce-scatter bytes, the
+    data-parallel gradient bytes and the data-parallel optimizer bytes. Cached: a search prices the
+    same table's sharding many times while it changes others."""
+    n = cluster.num_gpus
+    big_b, b = float(global_batch), global_batch / n
+    local = min(cluster.gpus_per_node, n)
+    hosts = n // local
+    e = spec.embedding_dtype.bytes
+    m = np.zeros((10, n))
+    t = ts.table
+    ids_per_sample = t.pooling * ID_BYTES + LENGTH_BYTES
+    ranks, rows, cols = ts.arrays
+    np.add.at(m[MEM], ranks, rows * (cols * e + spec.optimizer.state_bytes(cols)))  # type: ignore[arg-type]
+    rs_bytes = dp_bytes = dp_update = 0.0
+    if ts.kind is ShardingType.DATA_PARALLEL:
+        f, g = lookup_bytes(b * t.pooling, b, cols, spec)
+        dp_bytes = t.rows * t.dim * e
+        dp_update = 2.0 * t.rows * (t.dim * e + spec.optimizer.state_bytes(t.dim))
+    elif ts.kind in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
+        f, g = lookup_bytes(big_b * t.pooling, big_b, cols, spec)
+        for r, c in zip(ranks.tolist(), cols.tolist(), strict=True):
+            m[OUT_SENT, r] += (n - 1) * b * c * e
+            m[IDS_RECV, r] += (n - 1) * b * ids_per_sample
+            m[OUT_RECV] += b * c * e  # every other rank: its b rows of this shard
+            m[OUT_RECV, r] -= b * c * e
+            m[IDS_SENT] += b * ids_per_sample
+            m[IDS_SENT, r] -= b * ids_per_sample
+    else:
+        f, g = lookup_bytes(big_b * t.pooling * rows / t.rows, big_b, cols, spec)
+        if ts.kind is ShardingType.ROW_WISE:
+            rs_bytes = big_b * t.dim * e
+            m[IDS_SENT] += b * ids_per_sample * (n - 1) / n  # bucketized: (N-1)/N of a rank's ids leave it
+            m[IDS_RECV] += b * ids_per_sample * (n - 1) / n
+        else:  # table-row-wise
+            mine = np.arange(n) // local == int(ranks[0]) // local
+            m[NODE_RS, mine] += big_b * t.dim * e
+            m[X_SENT, mine] += big_b / local * t.dim * e * (hosts - 1) / hosts
+            m[IDS_RECV, mine] += b * ids_per_sample * (n - local) / local
+            m[X_RECV, ~mine] += b * t.dim * e
+            m[IDS_SENT, ~mine] += b * ids_per_sample
+    np.add.at(m[FWD], ranks, _stream_s(cluster, f))
+    np.add.at(m[BWD], ranks, _stream_s(cluster, g))
+    m.setflags(write=False)
+    return m, rs_bytes, dp_bytes, dp_update
+
+
+def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
+                  global_batch: int) -> DlrmEstimate:
+    """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring)."""
+    n = cluster.num_gpus
+    if global_batch % n:
+        raise DistscopeError(f"--global-batch={global_batch} is not a multiple of --gpus={n}")
+    b = global_batch / n
+    local = min(cluster.gpus_per_node, n)
+    hosts = n // local
+    total = np.zeros((10, n))
+    rs_bytes = dp_bytes = dp_update = 0.0
+    for ts in shardings:
+        m, rs, dpb, dpu = _table_terms(ts, spec, cluster, global_batch)
+        total += m
+        rs_bytes += rs
+        dp_bytes += dpb
+        dp_update += dpu
+    fwd, bwd, mem = total[FWD], total[BWD], total[MEM]
+    ids_sent, ids_recv, out_sent, out_recv = total[IDS_SENT], total[IDS_RECV], total[OUT_SENT], total[OUT_RECV]
+    x_sent, x_recv, node_rs = total[X_SENT], total[X_RECV], total[NODE_RS]
+    dev = cluster.device
+    lookup_fwd, lookup_bwd = float(fwd.max()), float(bwd.max())
+    out_a2a = _uneven_a2a_s(cluster, out_sent, out_recv, n)
+    if hosts > 1 and (x_sent.any() or x_recv.any()):
+        out_a2a += _uneven_a2a_s(cluster, x_sent, x_recv, hosts, local)
+    g_all = group_net(cluster, n, 1)
+    rs = collective_s(Collective.REDUCE_SCATTER, rs_bytes, g_all) if rs_bytes else 0.0
+    if node_rs.any():
+        rs += collective_s(Collective.REDUCE_SCATTER, float(node_rs.max()), group_net(cluster, local, 1))
+    ids_a2a = _uneven_a2a_s(cluster, ids_sent, ids_recv, n)
+    d_fwd, d_bwd = dense_s(spec, cluster, int(b))
+    ar = collective_s(Collective.ALL_REDUCE, spec.dense_params * DENSE_GRAD_BYTES + dp_bytes, g_all) if n > 1 else 0.0
+    hidden_under = d_bwd + out_a2a + rs + lookup_bwd  # the all-reduce starts with the dense backward
+    breakdown = {
+        "lookup_fwd": lookup_fwd,
+        "lookup_bwd": lookup_bwd,
+        "embedding_a2a": 2.0 * out_a2a,  # pooled embeddings forward, their gradients backward
+        "row_wise_rs_ag": 2.0 * rs,
+        "input_dist_exposed": max(0.0, ids_a2a - (d_fwd + d_bwd)),
+        "dense_fwd": d_fwd,
+        "dense_bwd": d_bwd,
+        "allreduce_exposed": max(0.0, ar - hidden_under),
+        "optimizer": eff.elementwise_s(dev, spec.dense_params * (2 * DENSE_GRAD_BYTES + 2 * DENSE_STATE_BYTES)
+                                       + dp_update, 1),
+    }
+    step = sum(breakdown.values())
+    dense_mem = dense_memory_bytes(spec)
+    return DlrmEstimate(step_time_s=step, breakdown_s=breakdown, samples_per_s=global_batch / step,
+                        rank_lookup_s=tuple((fwd + bwd).tolist()), rank_sent_bytes=tuple((out_sent + x_sent + node_rs / local).tolist()),
+                        rank_memory_bytes=tuple((mem + dense_mem).tolist()),
+                        capacity_bytes=cluster.memory_capacity_bytes)
