@@ -69,6 +69,15 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{module_accuracy:tf32_mean_abs_error_pct:.1f}% over 4 rows (no TF32 kernel data); all "
      "{module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max {module_accuracy:max_abs_error_pct:.1f}%",
      "`python benchmarks/module_accuracy.py`"),
+    ("embedding sharding planner (`plan --model dlrm:...`) vs TorchRec 1.8.0's own EmbeddingShardingPlanner on the "
+     "same tables and clusters, both plans priced by distscope's step model: the MLPerf DLRM-DCNv2 tables and "
+     "`examples/dlrm` on 8-256 GPUs, and 24 random table sets (12 of them run once, after the planner was frozen)",
+     "never slower: named cases worst ratio {torchrec_compare:named_worst_ratio:.3f} ({torchrec_compare:named_cases}); "
+     "fresh random sets {torchrec_compare:fresh_slower} of {torchrec_compare:fresh_cases} slower, median ratio "
+     "{torchrec_compare:fresh_median_ratio:.2f}; planner time {torchrec_compare:plan_time_ratio_median:.2f}x "
+     "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
+     "checked yet)",
+     "`python benchmarks/torchrec_compare.py`"),
     ("8-GPU all-reduce busbw, ≥ 64 MiB", "within 15% of every DGX H100 sweep row and the A100/H200/H800 peaks "
      "(test tolerance)", "`pytest tests/core/test_comm.py`"),
     ("parameter counts, catalog models", "within 1% of the official figure or its printed rounding (test tolerance)",

@@ -141,7 +141,10 @@ def main() -> None:
         "cases": rows, "worst_ratio": worst, "held_out_worst_ratio": max(held, default=None),
         "held_out_slower": sum(1 for x in held if x > 1.0 + 1e-9), "held_out_cases": len(held),
         "fresh_worst_ratio": max(fresh, default=None), "fresh_slower": sum(1 for x in fresh if x > 1.0 + 1e-9),
-        "fresh_cases": len(fresh), "never_slower": worst is not None and worst <= 1.0 + 1e-9,
+        "fresh_cases": len(fresh), "fresh_median_ratio": float(np.median(fresh)) if fresh else None,
+        "named_cases": len(CASES), "named_worst_ratio": max((r["ratio"] for r in rows if not r["held_out"]), default=None),
+        "distscope_plan_s_max": max((r["distscope_plan_s"] for r in rows), default=None),
+        "torchrec_plan_s_max": max((r["torchrec_plan_s"] or 0.0 for r in rows), default=None), "never_slower": worst is not None and worst <= 1.0 + 1e-9,
         "torchrec": reference["torchrec"] or stored.get("torchrec"),
         "plan_time_ratio_median": (sorted(r["distscope_plan_s"] / r["torchrec_plan_s"] for r in timed)[len(timed) // 2]
                                    if timed else None)})
