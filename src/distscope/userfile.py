@@ -76,6 +76,22 @@ def check_keys(d: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
             raise DistscopeError(f"{where}: unknown key {k!r}{closest(str(k), allowed)}")
 
 
+def mappings(raw: Any, key: str, keys: tuple[str, ...], where: str) -> list[tuple[str, dict[str, Any]]]:
+    """A non-empty list of mappings (`key`'s value, read from a file), each with only `keys`: (where, entry)
+    pairs, `where` naming the entry (`FILE key[3]`) for the readers' own messages; one line otherwise."""
+    shape = "{" + ", ".join(keys[:3]) + "}"
+    if not isinstance(raw, list) or not raw:
+        raise DistscopeError(f"{where}: {key} must be a non-empty list of {shape}")
+    out = []
+    for i, e in enumerate(raw):
+        w = f"{where} {key}[{i}]"
+        if not isinstance(e, dict):
+            raise DistscopeError(f"{w}: expected {shape}, got {e!r}")
+        check_keys(e, keys, w)
+        out.append((w, e))
+    return out
+
+
 def num_field(d: dict[str, Any], key: str, where: str, default: float | None = None, *,
               positive: bool = True) -> float:
     """A finite number from a mapping read from a file (> 0 unless positive=False); one line otherwise."""

@@ -66,10 +66,8 @@ def _counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
 
 def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                       other: bool) -> None:
-    from rich.table import Table
-
     from distscope.model.embedding_cost import estimate_dlrm
-    from distscope.report.console import out, print_json
+    from distscope.report.console import breakdown_table, out, print_json
     from distscope.workload.embedding import load_dlrm
 
     _checks(workload, plan, other)
@@ -84,15 +82,10 @@ def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.
                     "sharding": source, "sharding_types": _counts(shardings), **est.to_dict(),
                     "tables": [ts.to_dict() for ts in shardings]})
         return
-    t = Table(title=f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x dims), "
-                    f"{spec.dense_params / 1e6:,.1f}M dense params, {cluster.num_gpus} GPUs of {cluster.device.name}, "
-                    f"global batch {gb}; sharding: {source} {_counts(shardings)}")
-    t.add_column("term")
-    t.add_column("ms", justify="right")
-    t.add_column("share", justify="right")
-    for k, v in est.breakdown_s.items():
-        t.add_row(k, f"{v * 1e3:.3f}", f"{v / est.step_time_s:.1%}")
-    out.print(t)
+    out.print(breakdown_table(f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x "
+                              f"dims), {spec.dense_params / 1e6:,.1f}M dense params, {cluster.num_gpus} GPUs of "
+                              f"{cluster.device.name}, global batch {gb}; sharding: {source} {_counts(shardings)}",
+                              est.breakdown_s, est.step_time_s, ms=True))
     out.print(_summary(spec, cluster, shardings, est), markup=False)
 
 

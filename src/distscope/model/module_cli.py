@@ -68,11 +68,9 @@ def module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFla
 def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                         other: bool) -> None:
     """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.estimate_module."""
-    from rich.table import Table
-
     from distscope.errors import DistscopeError
     from distscope.model.module_estimate import estimate_module
-    from distscope.report.console import out, print_json
+    from distscope.report.console import breakdown_table, out, print_json
     from distscope.workload.module_graph import parse_inputs
 
     _module_checks(workload, plan, other)
@@ -89,14 +87,9 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     if as_json:
         print_json(d)
         return
-    t = Table(title=f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
-                    f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}")
-    t.add_column("term")
-    t.add_column("seconds", justify="right")
-    t.add_column("share", justify="right")
-    for k, v in est.breakdown_s.items():
-        t.add_row(k, f"{v:.4f}", f"{v / est.step_time_s:.1%}")
-    out.print(t)
+    out.print(breakdown_table(f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
+                              f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}", est.breakdown_s,
+                              est.step_time_s))
     gib = 2**30
     out.print(f"step {est.step_time_s:.4f} s, {est.samples_per_s:,.0f} samples/s, MFU {est.mfu:.1%}; memory per GPU "
               f"{sum(est.memory_bytes.values()) / gib:.1f} GiB of {est.capacity_bytes / gib:.1f} GiB"

@@ -16,6 +16,19 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=1, default=str))
 
 
+def breakdown_table(title: str, breakdown_s: dict[str, float], step_s: float, *, ms: bool = False) -> Any:
+    """A step's terms as a rich table: term, time (seconds, or ms), share of the step."""
+    from rich.table import Table
+
+    t = Table(title=title)
+    t.add_column("term")
+    t.add_column("ms" if ms else "seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in breakdown_s.items():
+        t.add_row(k, f"{v * 1e3:.3f}" if ms else f"{v:.4f}", f"{v / step_s:.1%}")
+    return t
+
+
 def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GiB"
 

@@ -23,7 +23,7 @@ import yaml
 from distscope.errors import DistscopeError, closest
 from distscope.model.embedding_cost import Shard, ShardingType, TableSharding
 from distscope.system.topology import Cluster
-from distscope.userfile import check_keys, int_field, read_yaml, write_text
+from distscope.userfile import check_keys, int_field, mappings, read_yaml, write_text
 from distscope.workload.embedding import DlrmSpec
 
 
@@ -70,26 +70,15 @@ def parse_sharding(raw: Any, spec: DlrmSpec, cluster: Cluster, where: str) -> tu
     check_keys(raw, ("tables",), where)
     by_name = {t.name: t for t in spec.tables}
     got: dict[str, TableSharding] = {}
-    for i, e in enumerate(raw["tables"]):
-        w = f"{where} tables[{i}]"
-        if not isinstance(e, dict):
-            raise DistscopeError(f"{w}: expected {{table, sharding, shards}}, got {e!r}")
-        check_keys(e, ("table", "sharding", "shards"), w)
+    for w, e in mappings(raw["tables"], "tables", ("table", "sharding", "shards"), where):
         name = str(e.get("table"))
         if name not in by_name:
             raise DistscopeError(f"{w}: table={name!r} is not a table of {spec.name}{closest(name, by_name)}")
         if name in got:
             raise DistscopeError(f"{w}: table {name} appears twice")
         kind = ShardingType.parse(str(e.get("sharding")), f"{w} sharding")
-        shards_raw = e.get("shards")
-        if not isinstance(shards_raw, list) or not shards_raw:
-            raise DistscopeError(f"{w}: shards must be a non-empty list of {{rank, rows, cols}}")
         shards: list[Shard] = []
-        for j, s in enumerate(shards_raw):
-            ws = f"{w} shards[{j}]"
-            if not isinstance(s, dict):
-                raise DistscopeError(f"{ws}: expected {{rank, rows, cols}}, got {s!r}")
-            check_keys(s, ("rank", "rows", "cols"), ws)
+        for ws, s in mappings(e.get("shards"), "shards", ("rank", "rows", "cols"), w):
             rank = s.get("rank")
             if not isinstance(rank, int) or isinstance(rank, bool):
                 raise DistscopeError(f"{ws}: rank={rank!r} is not a whole number")

@@ -33,12 +33,12 @@ from distscope.dtypes import DType
 from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
 from distscope.hashing import cached_hash
-from distscope.userfile import check_keys, int_field, num_field, read_yaml
+from distscope.userfile import check_keys, int_field, mappings, num_field, read_yaml
 
 PREFIX = "dlrm:"
 _TOP = ("name", "dense_features", "bottom_mlp", "top_mlp", "interaction", "dcn_layers", "dcn_rank",
         "embedding_dtype", "dense_dtype", "optimizer", "tables")
-_TABLE = ("name", "rows", "dim", "pooling", "count")
+_TABLE = ("name", "rows", "dim", "pooling", "count")  # the first three name the shape in messages
 PRESETS = {"mlperf-dcnv2": "data/dlrm_mlperf_dcnv2.yaml"}
 
 
@@ -141,14 +141,8 @@ def _enum(raw: dict[str, Any], key: str, cls: type[Enum], default: str, where: s
 
 
 def _tables(raw: Any, where: str) -> tuple[EmbeddingTable, ...]:
-    if not isinstance(raw, list) or not raw:
-        raise DistscopeError(f"{where}: tables must be a non-empty list of {{name, rows, dim, pooling}}")
     out: list[EmbeddingTable] = []
-    for i, e in enumerate(raw):
-        w = f"{where} tables[{i}]"
-        if not isinstance(e, dict):
-            raise DistscopeError(f"{w}: expected {{name, rows, dim, pooling}}, got {e!r}")
-        check_keys(e, _TABLE, w)
+    for i, (w, e) in enumerate(mappings(raw, "tables", _TABLE, where)):
         name = str(e.get("name", f"t{i}"))
         rows, dim = int_field(e, "rows", f"{w} ({name})"), int_field(e, "dim", f"{w} ({name})")
         pooling = num_field(e, "pooling", f"{w} ({name})", 1.0)
