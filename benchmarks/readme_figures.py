@@ -78,6 +78,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
      "checked yet)",
      "`python benchmarks/torchrec_compare.py`"),
+    ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
+     "trained on 4 gloo ranks, bound relative to each chunk's value range",
+     "after {eb_compress:steps} steps, SZ3 at 1%: final loss {eb_compress:runs.0.vs_uncompressed_pct:+.2f}% with {eb_compress:runs.0.a2a_ratio:.1f}x "
+     "fewer all-to-all bytes; ZFP at 1%: {eb_compress:runs.2.vs_uncompressed_pct:+.2f}% at "
+     "{eb_compress:runs.2.a2a_ratio:.2f}x (target: within 1%; worst of 4 runs {eb_compress:worst_abs_pct:.2f}%); "
+     "the CPU codecs run at {eb_compress:codecs.0.encode_GBps:.2f} GB/s here, too slow to pay on GPU links",
+     "`python benchmarks/eb_compress.py`"),
     ("8-GPU all-reduce busbw, ≥ 64 MiB", "within 15% of every DGX H100 sweep row and the A100/H200/H800 peaks "
      "(test tolerance)", "`pytest tests/core/test_comm.py`"),
     ("parameter counts, catalog models", "within 1% of the official figure or its printed rounding (test tolerance)",

@@ -234,3 +234,43 @@ def test_plan_and_estimate_agree_on_the_written_sharding(tmp_path: Path) -> None
 def test_bad_flags_get_one_line(args: list[str], names: str) -> None:
     err = _ds(*args, ok=False).stderr.strip()
     assert names in err and len(err.splitlines()) == 1, err
+
+
+# --- error-bounded compression of the embedding all-to-all (compress/eb_codec.py, its measured table) -------
+
+def test_compression_scales_the_all_to_all_and_adds_the_codec() -> None:
+    from distscope.compress.eb_codec import codec_table, emb_compression
+
+    c = get_cluster("dgx-h100", 16)
+    sh = place(EXAMPLE, c, uniform(EXAMPLE, c, ShardingType.TABLE_WISE), global_batch=16384)
+    plain = estimate_dlrm(EXAMPLE, c, sh, global_batch=16384)
+    row = codec_table()["sz3:0.01"]
+    fast = estimate_dlrm(EXAMPLE, c, sh, global_batch=16384, compression=emb_compression("emb=sz3:0.01", 1e4))
+    # ~6x fewer bytes; the all-to-all's per-peer latency does not shrink with them
+    assert row["ratio_embeddings"] > 4 and row["ratio_gradients"] > 4
+    assert fast.breakdown_s["embedding_a2a"] < plain.breakdown_s["embedding_a2a"] / 2
+    assert 0 < fast.breakdown_s["embedding_codec"] < plain.breakdown_s["embedding_a2a"]
+    slow = estimate_dlrm(EXAMPLE, c, sh, global_batch=16384, compression=emb_compression("emb=sz3:0.01"))
+    assert slow.step_time_s > plain.step_time_s  # the CPU codec's measured rate: it does not pay on NVLink/IB
+    assert row["final_loss_vs_uncompressed_pct"] < 1.0
+
+
+def test_plan_searches_compression_and_estimate_reproduces_it() -> None:
+    args = ["--model", "dlrm:examples/dlrm/tables.yaml", "--gpus", "16", "--global-batch", "16384"]
+    plan = json.loads(_ds("plan", *args, "--compress", "auto", "--quant-gbps", "1000", "--json").stdout)
+    assert plan["compression"] is not None and len(plan["compression_searched"]) == 5
+    assert plan["estimate"]["step_time_s"] == min(plan["compression_searched"].values())
+    est = json.loads(_ds(*shlex.split(plan["estimate_command"])[1:], "--json").stdout)
+    assert est["step_time_s"] == pytest.approx(plan["estimate"]["step_time_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["estimate", "--model", "dlrm:mlperf-dcnv2", "--compress", "emb=sz9:0.01"], "emb=sz3:0.01"),
+    (["estimate", "--model", "dlrm:mlperf-dcnv2", "--quant-gbps", "100"], "--quant-gbps is the codec's rate"),
+    (["estimate", "--model", "dlrm:mlperf-dcnv2", "--compress", "emb=sz3:0.01", "--quant-gbps", "-1"],
+     "--quant-gbps=-1.0"),
+    (["plan", "--model", "llama3-8b", "--compress", "auto"], "plan searches a transformer's compression itself"),
+])
+def test_bad_compression_flags_get_one_line(args: list[str], names: str) -> None:
+    err = _ds(*args, ok=False).stderr.strip()
+    assert names in err and len(err.splitlines()) == 1, err

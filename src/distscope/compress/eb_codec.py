@@ -11,7 +11,10 @@ codec's throughput on this host. numpy only: the codecs work on host arrays.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import time
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -122,3 +125,43 @@ def measure(x: np.ndarray, codec: EbCodec, bound: float, *, relative: bool = Fal
     return CodecStats(codec=codec.value, bound=bound, relative=relative, ratio=x.nbytes / max(len(buf), 1), max_abs_error=float(err.max()),
                       rel_l2_error=float(np.linalg.norm(err)) / norm if norm else 0.0,
                       encode_GBps=x.nbytes / enc / 1e9, decode_GBps=x.nbytes / dec / 1e9)
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbCompression:
+    """Error-bounded compression of a DLRM's pooled-embedding all-to-alls, as priced by the step model
+    (model/embedding_cost.py): the wire bytes of the forward rows and the backward gradients divided by
+    the codec's measured ratios on each, and each rank's encode and decode time at the codec's rate."""
+
+    label: str  # codec:bound, e.g. sz3:0.01
+    ratio_fwd: float
+    ratio_bwd: float
+    encode_Bps: float
+    decode_Bps: float
+    loss_vs_uncompressed_pct: float  # the convergence check's final-loss change (benchmarks/eb_compress.py)
+
+
+@functools.cache
+def codec_table() -> dict[str, dict[str, float]]:
+    """Measured codecs (compress/data/eb_codecs.json, written by benchmarks/eb_compress.py --write-data)."""
+    text = resources.files("distscope.compress").joinpath("data/eb_codecs.json").read_text()
+    return dict(json.loads(text)["codecs"])
+
+
+def emb_compression(text: str, codec_gbps: float | None = None) -> EmbCompression:
+    """`emb=CODEC:BOUND` (a measured entry of codec_table) as an EmbCompression; `codec_gbps` replaces the
+    measured host throughput (a GPU codec's rate, GB of uncompressed input per second)."""
+    table = codec_table()
+    key = text.strip().lower().removeprefix("emb=")
+    if not text.strip().lower().startswith("emb=") or key not in table:
+        raise DistscopeError(f"--compress={text!r}: a recommendation model compresses its embedding all-to-all: "
+                             f"emb=CODEC:BOUND, one of {', '.join('emb=' + k for k in table)} (measured by "
+                             "benchmarks/eb_compress.py), or auto (plan){closest(key, table)}")
+    if codec_gbps is not None and not (codec_gbps > 0 and np.isfinite(codec_gbps)):
+        raise DistscopeError(f"--quant-gbps={codec_gbps} must be a finite number > 0")
+    row = table[key]
+    enc = row["encode_GBps"] * 1e9 if codec_gbps is None else codec_gbps * 1e9
+    dec = row["decode_GBps"] * 1e9 if codec_gbps is None else codec_gbps * 1e9
+    return EmbCompression(label=key, ratio_fwd=row["ratio_embeddings"], ratio_bwd=row["ratio_gradients"],
+                          encode_Bps=enc, decode_Bps=dec,
+                          loss_vs_uncompressed_pct=row["final_loss_vs_uncompressed_pct"])

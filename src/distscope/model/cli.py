@@ -40,8 +40,8 @@ def estimate_cmd(
     if is_dlrm_ref(workload.model):
         from distscope.model.dlrm_cli import estimate_dlrm_cmd
 
-        estimate_dlrm_cmd(workload, system, plan, as_json=as_json,
-                          other=bool(report or comm_volume or quant_gbps or inference or batches))
+        estimate_dlrm_cmd(workload, system, plan, as_json=as_json, codec_gbps=quant_gbps,
+                          other=bool(report or comm_volume or inference or batches))
         return
     if is_module_ref(workload.model):
         from distscope.model.module_cli import module_cmd

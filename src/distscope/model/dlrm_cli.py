@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from distscope import scenario as S
 
 if TYPE_CHECKING:
+    from distscope.compress.eb_codec import EmbCompression
     from distscope.model.embedding_cost import DlrmEstimate, TableSharding
     from distscope.system.topology import Cluster
     from distscope.workload.embedding import DlrmSpec
@@ -20,27 +21,39 @@ def _checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
 
     default = S.PlanFlags()
     for f in dataclasses.fields(plan):
-        if f.name != "sharding" and getattr(plan, f.name) != getattr(default, f.name):
+        if f.name not in ("sharding", "compress") and getattr(plan, f.name) != getattr(default, f.name):
             flag = f.metadata["decls"][0].split("/")[0]
             raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a recommendation model is planned by its embedding "
                                  "sharding (--sharding); its dense part is data-parallel over every GPU")
     if other:
-        raise DistscopeError("--report, --comm-volume, --quant-gbps, --inference and --batches are for transformer "
-                             "models and torch modules")
+        raise DistscopeError("--report, --comm-volume, --inference and --batches are for transformer models and torch "
+                             "modules")
     if workload.input is not None or workload.seq is not None or workload.mtp_layers is not None:
         raise DistscopeError("--input, --seq and --mtp-layers do not apply to a recommendation model: its tables file "
                              "gives the shapes and --global-batch the samples per step")
 
 
-def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int
-               ) -> tuple[tuple[TableSharding, ...], str]:
+def _compression(plan: S.PlanFlags, codec_gbps: float | None) -> EmbCompression | None:
+    from distscope.compress.eb_codec import emb_compression
+    from distscope.errors import DistscopeError
+
+    if plan.compress is None:
+        if codec_gbps is not None:
+            raise DistscopeError("--quant-gbps is the codec's rate for --compress emb=CODEC:BOUND; give --compress too")
+        return None
+    return emb_compression(plan.compress, codec_gbps)
+
+
+def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int,
+               compression: EmbCompression | None) -> tuple[tuple[TableSharding, ...], str]:
     """The sharding --sharding names (a type for every table, or a file), else the planner's choice."""
     from distscope.model.embedding_cost import ShardingType
     from distscope.search.embedding_plan import place, plan_embeddings, uniform
     from distscope.search.sharding_file import load_sharding
 
     if sharding is None:
-        return plan_embeddings(spec, cluster, global_batch=global_batch).shardings, "the planner's choice"
+        found = plan_embeddings(spec, cluster, global_batch=global_batch, compression=compression)
+        return found.shardings, "the planner's choice"
     if sharding.endswith((".yaml", ".yml")):
         return load_sharding(sharding, spec, cluster), sharding
     kind = ShardingType.parse(sharding, "--sharding")
@@ -65,7 +78,7 @@ def _counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
 
 
 def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
-                      other: bool) -> None:
+                      codec_gbps: float | None, other: bool) -> None:
     from distscope.model.embedding_cost import estimate_dlrm
     from distscope.report.console import breakdown_table, out, print_json
     from distscope.workload.embedding import load_dlrm
@@ -75,11 +88,13 @@ def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.
     cluster = S.build_cluster(system)
     gb = workload.global_batch
     _batch_check(gb, cluster.num_gpus)
-    shardings, source = _shardings(spec, cluster, plan.sharding, gb)
-    est = estimate_dlrm(spec, cluster, shardings, global_batch=gb)
+    comp = _compression(plan, codec_gbps)
+    shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
+    est = estimate_dlrm(spec, cluster, shardings, global_batch=gb, compression=comp)
     if as_json:
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
                     "sharding": source, "sharding_types": _counts(shardings), **est.to_dict(),
+                    "compression": None if comp is None else dataclasses.asdict(comp),
                     "tables": [ts.to_dict() for ts in shardings]})
         return
     out.print(breakdown_table(f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x "
@@ -87,6 +102,15 @@ def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.
                               f"{cluster.device.name}, global batch {gb}; sharding: {source} {_counts(shardings)}",
                               est.breakdown_s, est.step_time_s, ms=True))
     out.print(_summary(spec, cluster, shardings, est), markup=False)
+    if comp is not None:
+        out.print(_codec_line(comp), markup=False)
+
+
+def _codec_line(comp: EmbCompression) -> str:
+    return (f"embedding all-to-all compressed by {comp.label}: {comp.ratio_fwd:.2f}x fewer bytes forward, "
+            f"{comp.ratio_bwd:.2f}x backward, codec at {comp.encode_Bps / 1e9:.2f} / {comp.decode_Bps / 1e9:.2f} GB/s "
+            f"(encode / decode; --quant-gbps sets a GPU codec's rate); final loss "
+            f"{comp.loss_vs_uncompressed_pct:+.2f}% in the convergence check (benchmarks/eb_compress.py)")
 
 
 def _batch_check(global_batch: int, gpus: int) -> None:
@@ -98,9 +122,10 @@ def _batch_check(global_batch: int, gpus: int) -> None:
 
 
 def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, write: str | None,
-                  as_json: bool) -> None:
+                  codec_gbps: float | None, as_json: bool) -> None:
     from rich.table import Table
 
+    from distscope.compress.eb_codec import codec_table
     from distscope.errors import DistscopeError
     from distscope.model.embedding_cost import ShardingType
     from distscope.report.console import out, print_json
@@ -120,19 +145,33 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
             raise DistscopeError(f"--sharding={plan.sharding}: plan searches shardings; give the types it may use "
                                  "(comma list) or estimate the file with `distscope estimate --sharding FILE`")
         allowed = frozenset(ShardingType.parse(x, "--sharding") for x in plan.sharding.split(",") if x.strip())
+    auto = (plan.compress or "").strip().lower() == "auto"
+    options: list[EmbCompression | None] = [None]
+    if auto:
+        options += [_compression(dataclasses.replace(plan, compress=f"emb={k}"), codec_gbps) for k in codec_table()]
+    elif plan.compress is not None:
+        options = [_compression(plan, codec_gbps)]
+    elif codec_gbps is not None:
+        _compression(plan, codec_gbps)  # refuses --quant-gbps without --compress
     with progress(None, "pricing embedding shardings") as bar:
-        result = plan_embeddings(spec, cluster, global_batch=gb, allowed=allowed, progress=bar)
+        found = [(c, plan_embeddings(spec, cluster, global_batch=gb, allowed=allowed, compression=c, progress=bar))
+                 for c in options]
+    comp, result = min(found, key=lambda x: x[1].estimate.step_time_s)
     again = (f"distscope estimate --model {workload.model} --cluster {cluster.name} --gpus {cluster.num_gpus} "
-             f"--global-batch {gb}" + (f" --sharding {write}" if write else ""))
+             f"--global-batch {gb}" + (f" --sharding {write}" if write else "")
+             + ("" if comp is None else f" --compress emb={comp.label}")
+             + ("" if comp is None or codec_gbps is None else f" --quant-gbps {codec_gbps:g}"))
     if write:
         write_sharding(write, result.shardings)
     est = result.estimate
     base = {k: v for k, v in result.baselines.items() if v is not None}
     why = "; ".join(f"every table {k} (table-wise where it does not apply): {v.step_time_s * 1e3:.3f} ms "
                     f"({v.step_time_s / est.step_time_s:.2f}x)" for k, v in base.items())
+    searched = {("none" if c is None else c.label): r.estimate.step_time_s for c, r in found}
     if as_json:
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
-                    **result.to_dict(), "estimate_command": again, "why": why})
+                    **result.to_dict(), "compression": None if comp is None else dataclasses.asdict(comp),
+                    "compression_searched": searched, "estimate_command": again, "why": why})
         return
     t = Table(title=f"{spec.name} on {cluster.num_gpus} GPUs of {cluster.name} · global batch {gb}: the sharding found "
                     f"({result.evaluated} shardings priced)")
@@ -149,5 +188,10 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
     out.print("largest terms: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in terms), markup=False)
     if why:
         out.print(f"[bold]against one type for every table[/bold]: {why}")
+    if len(found) > 1:
+        out.print("embedding compression searched: " + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in searched.items()),
+                  markup=False)
+    if comp is not None:
+        out.print(_codec_line(comp), markup=False)
     out.print("[bold]reproduce[/bold]:" + ("" if write else " (add --write-sharding FILE to save the sharding)"))
     out.print(again, markup=False, soft_wrap=True)

@@ -35,6 +35,11 @@ The dense part (bottom MLP, interaction, top MLP) is data-parallel: each GEMM of
 GEMM model (efficiency.gemm_s), the backward twice the forward's GEMMs (data and weight gradients); its
 fp32 gradients are all-reduced and overlap the backward of the dense part and of the embeddings.
 
+With error-bounded compression (compress/eb_codec.EmbCompression) the pooled rows forward and their
+gradients backward cross the all-to-alls divided by the codec's measured ratio on each, and every rank
+encodes what it sends and decodes what it receives at the codec's rate (a CPU library's measured rate
+unless a GPU codec's is given): term embedding_codec. Row-wise reduce-scatters are not compressed.
+
 Step (TorchRec's TrainPipelineSparseDist: the next batch's input distribution runs under this batch's
 dense compute): max over ranks of the lookup forward + the output all-to-all + dense forward and
 backward + the gradient all-to-all + max over ranks of the lookup backward + what the input
@@ -50,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from distscope.comm import Collective, collective_s, group_net
+from distscope.compress.eb_codec import EmbCompression
 from distscope.dtypes import DType
 from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
@@ -238,8 +244,9 @@ def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_bat
 
 
 def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
-                  global_batch: int) -> DlrmEstimate:
-    """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring)."""
+                  global_batch: int, compression: EmbCompression | None = None) -> DlrmEstimate:
+    """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring), with the
+    pooled-embedding all-to-alls compressed when `compression` is given."""
     n = cluster.num_gpus
     if global_batch % n:
         raise DistscopeError(f"--global-batch={global_batch} is not a multiple of --gpus={n}")
@@ -259,9 +266,20 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
     x_sent, x_recv, node_rs = total[X_SENT], total[X_RECV], total[NODE_RS]
     dev = cluster.device
     lookup_fwd, lookup_bwd = float(fwd.max()), float(bwd.max())
-    out_a2a = _uneven_a2a_s(cluster, out_sent, out_recv, n)
-    if hosts > 1 and (x_sent.any() or x_recv.any()):
-        out_a2a += _uneven_a2a_s(cluster, x_sent, x_recv, hosts, local)
+    def a2a_s(ratio: float) -> float:
+        t = _uneven_a2a_s(cluster, out_sent / ratio, out_recv / ratio, n)
+        if hosts > 1 and (x_sent.any() or x_recv.any()):
+            t += _uneven_a2a_s(cluster, x_sent / ratio, x_recv / ratio, hosts, local)
+        return t
+
+    codec = 0.0
+    if compression is None:
+        a2a_fwd = a2a_bwd = a2a_s(1.0)  # pooled embeddings forward, their gradients backward
+    else:
+        a2a_fwd, a2a_bwd = a2a_s(compression.ratio_fwd), a2a_s(compression.ratio_bwd)
+        # each rank encodes what it sends and decodes what it receives, forward and backward
+        codec = 2.0 * float(np.max((out_sent + x_sent) / compression.encode_Bps
+                                   + (out_recv + x_recv) / compression.decode_Bps))
     g_all = group_net(cluster, n, 1)
     rs = collective_s(Collective.REDUCE_SCATTER, rs_bytes, g_all) if rs_bytes else 0.0
     if node_rs.any():
@@ -269,11 +287,12 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
     ids_a2a = _uneven_a2a_s(cluster, ids_sent, ids_recv, n)
     d_fwd, d_bwd = dense_s(spec, cluster, int(b))
     ar = collective_s(Collective.ALL_REDUCE, spec.dense_params * DENSE_GRAD_BYTES + dp_bytes, g_all) if n > 1 else 0.0
-    hidden_under = d_bwd + out_a2a + rs + lookup_bwd  # the all-reduce starts with the dense backward
+    hidden_under = d_bwd + a2a_bwd + rs + lookup_bwd  # the all-reduce starts with the dense backward
     breakdown = {
         "lookup_fwd": lookup_fwd,
         "lookup_bwd": lookup_bwd,
-        "embedding_a2a": 2.0 * out_a2a,  # pooled embeddings forward, their gradients backward
+        "embedding_a2a": a2a_fwd + a2a_bwd,
+        "embedding_codec": codec,
         "row_wise_rs_ag": 2.0 * rs,
         "input_dist_exposed": max(0.0, ids_a2a - (d_fwd + d_bwd)),
         "dense_fwd": d_fwd,

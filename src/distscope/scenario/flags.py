@@ -106,7 +106,9 @@ class PlanFlags:
     moe_dispatcher: str = flag("alltoall", "--moe-dispatcher", help="MoE token dispatcher: alltoall (direct all-to-all) "
                                "or deepep (node-forwarded: one network copy per destination node, then NVLink).")
     compress: str | None = flag(None, "--compress", help="Quantized communication per class, e.g. "
-                                "dp-grad=int4-hs,weights=int4-diff,tp=fp8 (default: none).")
+                                "dp-grad=int4-hs,weights=int4-diff,tp=fp8 (default: none); for --model dlrm:..., the "
+                                "embedding all-to-all's error-bounded codec, emb=sz3:0.01 (measured entries), or "
+                                "auto with `plan` (search them).")
     framework: str | None = flag(None, "--framework", help="Framework whose own memory behaviour to model: any "
                                  "(Megatron-LM accounting), megatron or torchtitan (FSDP2, its loss, its pipelining) "
                                  "(default: the --software preset's framework, else any).")

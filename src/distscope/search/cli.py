@@ -40,7 +40,7 @@ def _schedules(value: str) -> tuple:
 
 
 @S.with_flags(S.WorkloadFlags, S.SystemFlags, S.PlanFlags, defaults=(S.PLANNER_WORKLOAD, S.PLANNER_SYSTEM),
-             only={S.PlanFlags: ("precision", "attention", "moe_dispatcher", "software")})
+             only={S.PlanFlags: ("precision", "attention", "moe_dispatcher", "software", "sharding", "compress")})
 def plan_cmd(
     workload: S.WorkloadFlags,
     system: S.SystemFlags,
@@ -111,12 +111,16 @@ def plan_cmd(
                                  "part is data-parallel over every GPU")
         from distscope.model.dlrm_cli import plan_dlrm_cmd
 
-        plan_dlrm_cmd(workload, system, plan, write=write_sharding, as_json=as_json)
+        plan_dlrm_cmd(workload, system, plan, write=write_sharding, codec_gbps=quant_gbps, as_json=as_json)
         return
     if write_sharding is not None:
         raise DistscopeError("--write-sharding is for recommendation models (--model dlrm:...)")
     if plan.sharding is not None:
         raise DistscopeError(f"--sharding={plan.sharding} is for recommendation models (--model dlrm:...)")
+    if plan.compress is not None:
+        raise DistscopeError(f"--compress={plan.compress}: plan searches a transformer's compression itself "
+                             "(--compression/--no-compression); --compress is plan's choice for recommendation "
+                             "models (--model dlrm:...)")
     if is_module_ref(workload.model):
         if given:
             raise DistscopeError(f"{given[0]}: a torch module is planned data-parallel only (DDP or FSDP, and the "

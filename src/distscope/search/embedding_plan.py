@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from distscope.comm import Collective, collective_s, group_net
+from distscope.compress.eb_codec import EmbCompression
 from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
 from distscope.model.embedding_cost import (
@@ -251,11 +252,11 @@ def _fit(spec: DlrmSpec, cluster: Cluster, chosen: list[Choice], opts: list[list
     return out
 
 
-def _price(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...] | None, global_batch: int
-           ) -> tuple[tuple[TableSharding, ...], DlrmEstimate] | None:
+def _price(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...] | None, global_batch: int,
+           compression: EmbCompression | None = None) -> tuple[tuple[TableSharding, ...], DlrmEstimate] | None:
     if shardings is None:
         return None
-    est = estimate_dlrm(spec, cluster, shardings, global_batch=global_batch)
+    est = estimate_dlrm(spec, cluster, shardings, global_batch=global_batch, compression=compression)
     return (shardings, est) if est.feasible else None
 
 
@@ -269,8 +270,10 @@ def _placed(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], global_b
 
 def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
                     allowed: frozenset[ShardingType] = frozenset(ShardingType),
+                    compression: EmbCompression | None = None,
                     progress: Callable[[int], None] | None = None) -> EmbeddingPlan:
-    """The fastest sharding found by the local search (module docstring); one line when nothing fits."""
+    """The fastest sharding found by the local search (module docstring), its all-to-alls compressed when
+    `compression` is given; one line when nothing fits."""
     opts = [choices(t, cluster, allowed) for t in spec.tables]
     for t, o in zip(spec.tables, opts, strict=True):
         if not o:
@@ -283,7 +286,7 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
         starts.append(first)
     for kind in (ShardingType.TABLE_WISE, ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE):
         chosen = uniform(spec, cluster, kind)
-        priced = _price(spec, cluster, _placed(spec, cluster, chosen, global_batch), global_batch)
+        priced = _price(spec, cluster, _placed(spec, cluster, chosen, global_batch), global_batch, compression)
         baselines[kind.value] = None if priced is None else priced[1]
         if kind in allowed:
             start = _placed(spec, cluster, _fit(spec, cluster, chosen, opts), global_batch)
@@ -292,9 +295,10 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
     evaluated = len(baselines)
     best: tuple[tuple[TableSharding, ...], DlrmEstimate] | None = None
     for start in starts:  # a max-of-ranks objective has plateaus: one local search from each start
-        coarse, n_coarse = _descend(spec, cluster, opts, [_choice_of(ts) for ts in start], global_batch, progress)
-        found, n_priced = _search(spec, cluster, start if coarse is None else coarse[0], opts, allowed, global_batch,
-                                  progress)
+        coarse, n_coarse = _descend(spec, cluster, opts, [_choice_of(ts) for ts in start], global_batch,
+                                    compression, progress)
+        found, n_priced = _search(spec, cluster, start if coarse is None else coarse[0], opts, global_batch,
+                                  compression, progress)
         evaluated += n_coarse + n_priced
         if found is not None and (best is None or found[1].step_time_s < best[1].step_time_s):
             best = found
@@ -357,11 +361,11 @@ def _spread_of(est: DlrmEstimate) -> float:
 
 
 def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], opts: list[list[Choice]],
-            allowed: frozenset[ShardingType], global_batch: int, progress: Callable[[int], None] | None
+            global_batch: int, compression: EmbCompression | None, progress: Callable[[int], None] | None
             ) -> tuple[tuple[tuple[TableSharding, ...], DlrmEstimate] | None, int]:
     """First-improvement local search from `start`, one table at a time, then pairs of table-row-wise
     tables trading nodes (module docstring)."""
-    found = _price(spec, cluster, start, global_batch)
+    found = _price(spec, cluster, start, global_batch, compression)
     if found is None:
         return None, 1
     best = found
@@ -371,7 +375,7 @@ def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], 
 
     def better(trial: tuple[TableSharding, ...]) -> bool:
         nonlocal best, evaluated, spread
-        est = estimate_dlrm(spec, cluster, trial, global_batch=global_batch)
+        est = estimate_dlrm(spec, cluster, trial, global_batch=global_batch, compression=compression)
         evaluated += 1
         if progress is not None:
             progress(1)
@@ -415,10 +419,11 @@ def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], 
 
 
 def _descend(spec: DlrmSpec, cluster: Cluster, opts: list[list[Choice]], start: list[Choice], global_batch: int,
-             progress: Callable[[int], None] | None) -> tuple[tuple[tuple[TableSharding, ...], DlrmEstimate] | None, int]:
+             compression: EmbCompression | None, progress: Callable[[int], None] | None
+             ) -> tuple[tuple[tuple[TableSharding, ...], DlrmEstimate] | None, int]:
     """The coarse search: one table's type at a time, every table placed afresh by `place` for each trial
     (COARSE_PASSES passes, largest tables first)."""
-    best = _price(spec, cluster, _placed(spec, cluster, start, global_batch), global_batch)
+    best = _price(spec, cluster, _placed(spec, cluster, start, global_batch), global_batch, compression)
     evaluated = 1
     if best is None:
         return None, evaluated
@@ -432,7 +437,7 @@ def _descend(spec: DlrmSpec, cluster: Cluster, opts: list[list[Choice]], start: 
                 if c == current[i]:
                     continue
                 trial = [*current[:i], c, *current[i + 1:]]
-                priced = _price(spec, cluster, _placed(spec, cluster, trial, global_batch), global_batch)
+                priced = _price(spec, cluster, _placed(spec, cluster, trial, global_batch), global_batch, compression)
                 evaluated += 1
                 if progress is not None:
                     progress(1)
