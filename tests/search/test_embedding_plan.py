@@ -186,6 +186,20 @@ def test_live_torchrec_plan_is_priced_and_not_faster() -> None:
     assert plan_embeddings(EXAMPLE, c, global_batch=16384).estimate.step_time_s <= theirs.step_time_s * (1 + 1e-9)
 
 
+def test_plan_torchrec_flag_shows_both_plans_per_rank_or_says_how_to_install() -> None:
+    from distscope.search import torchrec_plan as trp
+
+    args = ["plan", "--model", "dlrm:examples/dlrm/tables.yaml", "--gpus", "16", "--global-batch", "16384",
+            "--torchrec"]
+    if not trp.available():
+        err = _ds(*args, ok=False).stderr.strip()
+        assert "pip install torchrec==1.8.0" in err and len(err.splitlines()) == 1
+        return
+    side = json.loads(_ds(*args, "--json").stdout)["torchrec"]
+    assert len(side["ranks"]) == 16 and side["distscope_plan_step_s"] <= side["torchrec_plan_step_s"] * (1 + 1e-9)
+    assert all(r["torchrec_estimate_s"] >= 0 for r in side["ranks"])
+
+
 # --- the sharding file and the verbs ---------------------------------------------------------------------
 
 def test_sharding_file_round_trips_and_rejects_a_bad_one() -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from distscope import scenario as S
 
@@ -122,7 +122,7 @@ def _batch_check(global_batch: int, gpus: int) -> None:
 
 
 def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, write: str | None,
-                  codec_gbps: float | None, as_json: bool) -> None:
+                  codec_gbps: float | None, torchrec: bool, as_json: bool) -> None:
     from rich.table import Table
 
     from distscope.compress.eb_codec import codec_table
@@ -157,6 +157,7 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
         found = [(c, plan_embeddings(spec, cluster, global_batch=gb, allowed=allowed, compression=c, progress=bar))
                  for c in options]
     comp, result = min(found, key=lambda x: x[1].estimate.step_time_s)
+    side = _against_torchrec(spec, cluster, gb, result.estimate) if torchrec else None
     again = (f"distscope estimate --model {workload.model} --cluster {cluster.name} --gpus {cluster.num_gpus} "
              f"--global-batch {gb}" + (f" --sharding {write}" if write else "")
              + ("" if comp is None else f" --compress emb={comp.label}")
@@ -171,7 +172,8 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
     if as_json:
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
                     **result.to_dict(), "compression": None if comp is None else dataclasses.asdict(comp),
-                    "compression_searched": searched, "estimate_command": again, "why": why})
+                    "compression_searched": searched, "estimate_command": again, "why": why,
+                    "torchrec": side})
         return
     t = Table(title=f"{spec.name} on {cluster.num_gpus} GPUs of {cluster.name} · global batch {gb}: the sharding found "
                     f"({result.evaluated} shardings priced)")
@@ -193,5 +195,45 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
                   markup=False)
     if comp is not None:
         out.print(_codec_line(comp), markup=False)
+    if side is not None:
+        _print_torchrec(side)
     out.print("[bold]reproduce[/bold]:" + ("" if write else " (add --write-sharding FILE to save the sharding)"))
     out.print(again, markup=False, soft_wrap=True)
+
+
+def _against_torchrec(spec: DlrmSpec, cluster: Cluster, global_batch: int, ours: DlrmEstimate) -> dict[str, Any]:
+    """TorchRec's plan of the same tables (search/torchrec_plan.py) priced by distscope's model, and every
+    rank's costs: distscope's lookup time and sent bytes for both plans, TorchRec's own estimate."""
+    from distscope.model.embedding_cost import estimate_dlrm
+    from distscope.search.torchrec_plan import torchrec_plan
+
+    sh, ranks = torchrec_plan(spec, cluster, global_batch=global_batch)
+    theirs = estimate_dlrm(spec, cluster, sh, global_batch=global_batch)
+    kinds = _counts(sh)
+    return {"torchrec_plan_step_s": theirs.step_time_s, "distscope_plan_step_s": ours.step_time_s,
+            "torchrec_sharding_types": kinds, "tables": [ts.to_dict() for ts in sh],
+            "ranks": [{"rank": r, "distscope_lookup_s": ours.rank_lookup_s[r], "distscope_sent_bytes": ours.rank_sent_bytes[r],
+                       "torchrec_plan_lookup_s": theirs.rank_lookup_s[r],
+                       "torchrec_plan_sent_bytes": theirs.rank_sent_bytes[r], "torchrec_estimate_s": ranks[r]}
+                      for r in range(cluster.num_gpus)]}
+
+
+def _print_torchrec(side: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from distscope.report.console import out
+
+    t = Table(title=f"TorchRec's planner on the same tables {side['torchrec_sharding_types']}: "
+                    f"{side['torchrec_plan_step_s'] * 1e3:.3f} ms per step in distscope's model, against "
+                    f"{side['distscope_plan_step_s'] * 1e3:.3f} ms for distscope's sharding")
+    for col in ("rank", "distscope: lookups ms", "sent MB", "TorchRec's plan: lookups ms", "sent MB",
+                "TorchRec's own estimate ms"):
+        t.add_column(col, justify="right")
+    for r in side["ranks"]:
+        t.add_row(str(r["rank"]), f"{r['distscope_lookup_s'] * 1e3:.3f}", f"{r['distscope_sent_bytes'] / 1e6:.1f}",
+                  f"{r['torchrec_plan_lookup_s'] * 1e3:.3f}", f"{r['torchrec_plan_sent_bytes'] / 1e6:.1f}",
+                  f"{r['torchrec_estimate_s'] * 1e3:.3f}")
+    out.print(t)
+    out.print("TorchRec's estimate sums each shard's lookups and communication at its topology's bandwidths "
+              "(perf per shard, what its partitioner balances); distscope's columns are its step model's terms for "
+              "the same ranks", markup=False)

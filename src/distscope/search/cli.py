@@ -66,6 +66,9 @@ def plan_cmd(
     framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
     write_sharding: Annotated[str | None, typer.Option("--write-sharding", help="With --model dlrm:...: write the "
                                                        "embedding sharding found to this YAML file (estimate --sharding reads it).")] = None,
+    torchrec: Annotated[bool, typer.Option("--torchrec", help="With --model dlrm:...: also run TorchRec's own sharding "
+                                           "planner on the same tables (where TorchRec imports), price its plan with "
+                                           "distscope's model and show each rank's costs beside TorchRec's estimates.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
@@ -111,10 +114,12 @@ def plan_cmd(
                                  "part is data-parallel over every GPU")
         from distscope.model.dlrm_cli import plan_dlrm_cmd
 
-        plan_dlrm_cmd(workload, system, plan, write=write_sharding, codec_gbps=quant_gbps, as_json=as_json)
+        plan_dlrm_cmd(workload, system, plan, write=write_sharding, codec_gbps=quant_gbps, torchrec=torchrec,
+                      as_json=as_json)
         return
-    if write_sharding is not None:
-        raise DistscopeError("--write-sharding is for recommendation models (--model dlrm:...)")
+    if write_sharding is not None or torchrec:
+        raise DistscopeError(f"{'--write-sharding' if write_sharding else '--torchrec'} is for recommendation models "
+                             "(--model dlrm:...)")
     if plan.sharding is not None:
         raise DistscopeError(f"--sharding={plan.sharding} is for recommendation models (--model dlrm:...)")
     if plan.compress is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import warnings
 from typing import Any
 
 from distscope.dtypes import DType
@@ -78,7 +79,9 @@ def torchrec_plan(spec: DlrmSpec, cluster: Cluster, *, global_batch: int
     pl = planner_mod.EmbeddingShardingPlanner(topology=topo, batch_size=global_batch // n, constraints=constraints)
     logging.disable(logging.WARNING)
     try:
-        pl.plan(ebc, [EmbeddingBagCollectionSharder()])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its storage-reservation policy's FutureWarning, on every plan
+            pl.plan(ebc, [EmbeddingBagCollectionSharder()])
     except Exception as exc:  # TorchRec's PlannerError when nothing fits, among others
         raise DistscopeError(f"TorchRec's planner found no plan: {str(exc).splitlines()[0][:200]}") from None
     finally:
