@@ -11,6 +11,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   examples/modules/resnet.py over batch sizes, timed with CUDA events, median of the timed steps.
 - codec: distscope's own quantize.encode / decode (compress/quantize.py) on a large fp32 buffer, eager,
   against a device-to-device copy of the same buffer (the HBM ceiling as torch reaches it).
+- embedding_bag: pooled lookups forward and backward over dims 16-256 and pooling 1-64, against the bytes
+  the DLRM step model (model/embedding_cost.py) prices them by.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -139,6 +141,31 @@ def codec(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def embedding_bag(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Pooled lookups (torch.nn.EmbeddingBag, sum, fp32 table: the kernel TorchRec's DP and the reference
+    DLRM use; FBGEMM's TBE where installed is faster) forward and backward over dims and pooling, with the
+    HBM bytes model/embedding_cost.lookup_bytes counts for them, for its streaming-rate assumption."""
+    from distscope.dtypes import DType
+    from distscope.model.embedding_cost import ID_BYTES, row_bytes
+
+    t = timer(dev, 3, 10)
+    rows_n = 1 << (12 if smoke else 22)  # 4M rows: the table far past the L2
+    batch = 64 if smoke else 16384
+    out = []
+    for dim in ((16,) if smoke else (16, 32, 64, 128, 256)):
+        bag = torch.nn.EmbeddingBag(rows_n, dim, mode="sum", sparse=True).to(dev)  # a sparse gradient: no full-table fill
+        for pooling in ((1, 4) if smoke else (1, 4, 16, 64)):
+            ids = torch.randint(0, rows_n, (batch, pooling), device=dev)
+            fwd = t(lambda bag=bag, ids=ids: bag(ids))
+            y = bag(ids)
+            g = torch.ones_like(y)
+            bwd = t(lambda y=y, g=g, w=bag.weight: torch.autograd.grad(y, w, g, retain_graph=True))
+            read = batch * pooling * (ID_BYTES + float(row_bytes(dim, DType.FP32))) + batch * dim * 4
+            out.append({"dim": dim, "pooling": pooling, "batch": batch, "rows": rows_n, "fwd_s": fwd, "bwd_s": bwd,
+                        "fwd_model_bytes": read, "fwd_GBps_model_bytes": read / fwd / 1e9})
+    return out
+
+
 def host(dev: str, smoke: bool) -> list[dict[str, Any]]:
     """Host seconds per eager call when the GPU is never the bottleneck (tiny tensors, no sync inside the
     loop): what model/host.py's OP_S stands for, raw and as a module call, with and without autocast."""
@@ -172,7 +199,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host")
+    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host,embedding_bag")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {
