@@ -78,6 +78,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
      "checked yet)",
      "`python benchmarks/torchrec_compare.py`"),
+    ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training DLRM result logs, NVIDIA's "
+     "v0.7 PyTorch on 8 A100s with its printed table placement, v1.0 HugeCTR on 8 and 64 A100s; nothing fitted)",
+     "mean abs error {dlrm_accuracy:mean_abs_error_pct:.1f}% over {dlrm_accuracy:count} runs, max "
+     "{dlrm_accuracy:max_abs_error_pct:.1f}% (target 15% over 10 runs: not met): v0.7 PyTorch "
+     "{dlrm_accuracy:rows.0.error_pct:+.1f}%, HugeCTR 8 GPUs {dlrm_accuracy:rows.1.error_pct:+.1f}%, 64 GPUs "
+     "{dlrm_accuracy:rows.2.error_pct:+.1f}% (its hybrid embedding keeps frequent categories off the network)",
+     "`python benchmarks/dlrm_accuracy.py`"),
     ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
      "trained on 4 gloo ranks, bound relative to each chunk's value range",
      "after {eb_compress:steps} steps, SZ3 at 1%: final loss {eb_compress:runs.0.vs_uncompressed_pct:+.2f}% with {eb_compress:runs.0.a2a_ratio:.1f}x "
