@@ -179,6 +179,14 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{capture_fidelity:repeatability.simulated_spread_pct:.0f}% (the job's own steps: "
      "{capture_fidelity:repeatability.unprofiled_spread_pct:.0f}%)",
      "`python benchmarks/capture_fidelity.py`"),
+    ("per-op, per-size collective choice (MCR-DL; `distscope measure algorithms`): gloo's own all_reduce, all_gather "
+     "and reduce_scatter against decompositions into its other primitives, measured on 4 gloo ranks, then a workload "
+     "at other sizes through the dispatcher and through each single candidate ({mcr_dispatch:repeats} interleaved repeats)",
+     "dispatcher / best single candidate: all_reduce {mcr_dispatch:ops.all_reduce.ratio_vs_best_single:.3f}, all_gather "
+     "{mcr_dispatch:ops.all_gather.ratio_vs_best_single:.3f}, reduce_scatter "
+     "{mcr_dispatch:ops.reduce_scatter.ratio_vs_best_single:.3f}; the same candidate timed twice differs by up to "
+     "{mcr_dispatch:noise_floor:.1%} on this host, so 'never slower' holds within that noise, not beyond it",
+     "`python benchmarks/mcr_dispatch.py`"),
     ("comm logger overhead on unmodified torchrun jobs (4 gloo ranks)",
      "DDP step time ×{measure_logger_overhead:ddp_gpt_step.ratio:.2f}, all-reduce loop "
      "×{measure_logger_overhead:allreduce_loop.ratio:.2f} ({measure_logger_overhead:allreduce_loop.overhead_us_per_call:.0f} "

@@ -33,6 +33,7 @@ SKIP = {
 # example prefix -> why CI skips running it (flags still checked); DISTSCOPE_FULL_README=1 runs them too
 SLOW = {
     "distscope compress bench": "about 60 s of quantized collectives on 4 gloo ranks",
+    "distscope measure algorithms": "about 15 s on 4 gloo ranks; tests/measure/test_algo_choice.py dispatches on gloo",
     "distscope serve validate": "--cv refits every fold: about 2 minutes",
     "distscope serve measure": "serves a real GPT on CPU for about a minute; tests/serve/test_serve_measure.py",
     "distscope explore docs/explore/hbm_70b.yaml": "72 plan searches",

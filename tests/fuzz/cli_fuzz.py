@@ -34,7 +34,8 @@ ALARM_S = 120
 
 # Commands that launch processes (torchrun, training loops) or long measurements: fuzzing them
 # in-process would spend the CI budget on real work. Their own tests cover their bad input.
-SPAWNING = {"measure collectives", "measure log", "measure kernels", "compress bench", "compress convergence",
+SPAWNING = {"measure collectives", "measure algorithms", "measure log", "measure kernels", "compress bench",
+            "compress convergence",
             "serve measure"}
 
 # Valid invocations to mutate (cheap ones: small models, few GPUs, no simulator re-ranking).

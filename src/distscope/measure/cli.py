@@ -200,6 +200,58 @@ def _out_arg() -> Path | None:
     return None
 
 
+@app.command()
+def algorithms(
+    nproc: Annotated[int, typer.Option(help="Local gloo ranks to spawn (2-4 on this kind of host).")] = 4,
+    min_bytes: Annotated[int, typer.Option(help="Smallest message, nccl-tests bytes.")] = 1024,
+    max_bytes: Annotated[int, typer.Option(help="Largest message, nccl-tests bytes.")] = 1 << 22,
+    steps: Annotated[int, typer.Option(help="Size multiplier between points.")] = 4,
+    iters: Annotated[int, typer.Option(help="Timed calls per (size, candidate); the median is kept.")] = 7,
+    out: Annotated[Path | None, typer.Option(help="Write the choice table to FILE.json.")] = None,
+    timeout_s: Annotated[float, typer.Option(help="Give up after this many seconds (never hangs).")] = 600.0,
+) -> None:
+    """Time every implementation of all_reduce, all_gather and reduce_scatter (gloo's own and its
+    decompositions: measure/algo_choice.py) over message sizes on local gloo ranks, and print which one is
+    fastest at each size: the per-op, per-size choice table a Dispatcher applies (MCR-DL)."""
+    from rich.table import Table
+
+    from distscope.compress.launch import run_gloo
+    from distscope.measure.algo_choice import table_worker
+    from distscope.report.console import out as console
+    from distscope.userfile import write_text
+
+    if not 1 < nproc <= 64:
+        raise DistscopeError(f"nproc={nproc} must be in 2..64 (a collective needs two ranks)")
+    if min_bytes < 4 or max_bytes < min_bytes or steps < 2:
+        raise DistscopeError(f"min_bytes={min_bytes}, max_bytes={max_bytes}, steps={steps}: need 4 <= min <= max "
+                             "and steps >= 2")
+    if iters < 1:
+        raise DistscopeError(f"iters={iters} must be >= 1")
+    if out is not None and out.suffix != ".json":
+        raise DistscopeError(f"out={str(out)!r} must end in .json")
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        size *= steps
+    try:
+        table = run_gloo(table_worker, nproc, sizes, iters, timeout_s=timeout_s)
+    except RuntimeError as exc:
+        raise DistscopeError(f"measure algorithms: {exc}") from None
+    if out is not None:
+        write_text(out, json.dumps(table, indent=1) + "\n", "--out")
+    t = Table(title=f"fastest implementation per op and size, {nproc} gloo ranks (median of {iters})")
+    t.add_column("op")
+    t.add_column("bytes", justify="right")
+    t.add_column("choice")
+    t.add_column("its time", justify="right")
+    t.add_column("gloo's own", justify="right")
+    for op, rows in table["seconds"].items():
+        for sz, cands in sorted(rows.items(), key=lambda kv: int(kv[0])):
+            best = min(cands, key=cands.get)
+            t.add_row(op, f"{int(sz):,}", best, f"{cands[best] * 1e6:,.0f} us", f"{cands['gloo'] * 1e6:,.0f} us")
+    console.print(t)
+
+
 @app.command("nccl-tests")
 def nccl_tests(
     file: Annotated[Path, typer.Argument(help="Text output of an nccl-tests binary (e.g. all_reduce_perf).")],
