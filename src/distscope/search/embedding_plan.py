@@ -14,18 +14,21 @@ for hierarchical sharding; TorchRec's GreedyPerfPartitioner does the same for ta
   are balanced, not their sum. A shard's lookup time is its forward and backward; its send time, its
   share of the output all-to-all.
 
-Search: start with every table table-wise (or the first allowed type), and again from every table row-wise
-and every table table-row-wise (the objective is a maximum over ranks, so one move from all-table-wise
-rarely lowers it: the next-worst rank is as bad); from each start, table by table in order of
-their load, try each other sharding (column-wise in 2, 4, ... shards while a shard keeps ≥ 32 columns,
-row-wise, table-row-wise on clusters of several nodes, data-parallel), re-place everything and keep the
-change when the whole step (estimate_dlrm) gets faster and every rank still fits; repeat until a pass
-changes nothing; keep the best of the starts. Then refine the placement: move one table-row-wise
-table to another node, or one table-wise or column-wise shard to one of the least-loaded ranks, or a
-spread table (row-wise, data-parallel, table-row-wise) to another of those types or nodes, while that helps, and let two table-row-wise tables on different nodes trade nodes; a move that leaves the
-step as it is but spreads the load more evenly is taken too (the step is a sum of maxima: with two ranks
-at the maximum, no single move lowers it). Every move is priced by the full step model, so the answer is never worse, under
-distscope's model, than its starting point or any single-type plan it is compared with.
+Search, from several starts (the objective is a sum of maxima over ranks, so a single move from one start
+rarely lowers it: the next-worst rank is as bad): every table's first allowed type; every table
+table-wise, row-wise and table-row-wise, each as placed (the single-type baselines) and again with any
+table too large for one GPU moved to the narrowest column split that fits, else table-row-wise. From each:
+- a coarse pass (COARSE_PASSES): table by table, largest first, each other sharding (column-wise in 2, 4,
+  ... shards while a shard keeps >= 32 columns, row-wise, table-row-wise, data-parallel), with every
+  table placed afresh, kept when the whole step (estimate_dlrm) gets faster and every rank fits;
+- then single-table moves until a pass changes nothing (MAX_PASSES): another type placed on the ranks or
+  node that carry the least now (and, when kept, the new mix placed afresh if that is faster), a
+  table-row-wise table to another node, a table-wise or column-wise shard to one of the REFINE_RANKS
+  least-loaded ranks, and table-row-wise tables on the busiest node trading nodes with the others. A move
+  that leaves the step as it is but spreads the load more evenly is taken too: with two ranks at the
+  maximum, no single move lowers it.
+The best result over the starts is kept. Every move is priced by the full step model, so the answer is
+never slower, under distscope's model, than any of its starts, the single-type baselines among them.
 """
 
 from __future__ import annotations
@@ -288,6 +291,8 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
         chosen = uniform(spec, cluster, kind)
         priced = _price(spec, cluster, _placed(spec, cluster, chosen, global_batch), global_batch, compression)
         baselines[kind.value] = None if priced is None else priced[1]
+        if priced is not None and all(ts.kind in allowed for ts in priced[0]) and priced[0] not in starts:
+            starts.append(priced[0])
         if kind in allowed:
             start = _placed(spec, cluster, _fit(spec, cluster, chosen, opts), global_batch)
             if start is not None and start not in starts:
