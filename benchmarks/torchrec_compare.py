@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from _results import save
-from distscope.model.embedding_cost import estimate_dlrm
+from distscope.model.embedding_cost import estimate_dlrm, sharding_counts
 from distscope.search import torchrec_plan as trp
 from distscope.search.embedding_plan import plan_embeddings
 from distscope.search.sharding_file import parse_sharding
@@ -112,9 +112,7 @@ def main() -> None:
             print(f"{key}: no TorchRec here and no stored plan; skipped")
             continue
         theirs = estimate_dlrm(spec, cluster, tr, global_batch=batch)
-        kinds: dict[str, int] = {}
-        for ts in tr:
-            kinds[ts.kind.value] = kinds.get(ts.kind.value, 0) + 1
+        kinds = sharding_counts(tr)
         row = {"model": model, "held_out": model.startswith("held-out:"), "cluster": cname, "gpus": gpus, "global_batch": batch,
                "distscope_step_ms": ours.estimate.step_time_s * 1e3,
                "torchrec_plan_step_ms": theirs.step_time_s * 1e3,

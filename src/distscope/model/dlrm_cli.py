@@ -19,12 +19,10 @@ def _checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
     """Flags a recommendation model does not take: one line each."""
     from distscope.errors import DistscopeError
 
-    default = S.PlanFlags()
-    for f in dataclasses.fields(plan):
-        if f.name not in ("sharding", "compress") and getattr(plan, f.name) != getattr(default, f.name):
-            flag = f.metadata["decls"][0].split("/")[0]
-            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a recommendation model is planned by its embedding "
-                                 "sharding (--sharding); its dense part is data-parallel over every GPU")
+    given = S.first_set_flag(plan, ("sharding", "compress"))
+    if given is not None:
+        raise DistscopeError(f"{given[0]}={given[1]}: a recommendation model is planned by its embedding "
+                             "sharding (--sharding); its dense part is data-parallel over every GPU")
     if other:
         raise DistscopeError("--report, --comm-volume, --inference and --batches are for transformer models and torch "
                              "modules")
@@ -70,16 +68,9 @@ def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, .
             f"{est.capacity_bytes / gib:.1f}" + ("" if est.feasible else " (does not fit)"))
 
 
-def _counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for ts in shardings:
-        out[ts.kind.value] = out.get(ts.kind.value, 0) + 1
-    return out
-
-
 def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                       codec_gbps: float | None, other: bool) -> None:
-    from distscope.model.embedding_cost import estimate_dlrm
+    from distscope.model.embedding_cost import check_batch, estimate_dlrm, sharding_counts
     from distscope.report.console import breakdown_table, out, print_json
     from distscope.workload.embedding import load_dlrm
 
@@ -87,19 +78,20 @@ def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.
     spec = load_dlrm(workload.model)
     cluster = S.build_cluster(system)
     gb = workload.global_batch
-    _batch_check(gb, cluster.num_gpus)
+    check_batch(gb, cluster.num_gpus)
     comp = _compression(plan, codec_gbps)
     shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
     est = estimate_dlrm(spec, cluster, shardings, global_batch=gb, compression=comp)
     if as_json:
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
-                    "sharding": source, "sharding_types": _counts(shardings), **est.to_dict(),
+                    "sharding": source, "sharding_types": sharding_counts(shardings), **est.to_dict(),
                     "compression": None if comp is None else dataclasses.asdict(comp),
                     "tables": [ts.to_dict() for ts in shardings]})
         return
     out.print(breakdown_table(f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x "
                               f"dims), {spec.dense_params / 1e6:,.1f}M dense params, {cluster.num_gpus} GPUs of "
-                              f"{cluster.device.name}, global batch {gb}; sharding: {source} {_counts(shardings)}",
+                              f"{cluster.device.name}, global batch {gb}; sharding: {source} "
+                              f"{sharding_counts(shardings)}",
                               est.breakdown_s, est.step_time_s, ms=True))
     out.print(_summary(spec, cluster, shardings, est), markup=False)
     if comp is not None:
@@ -113,21 +105,13 @@ def _codec_line(comp: EmbCompression) -> str:
             f"{comp.loss_vs_uncompressed_pct:+.2f}% in the convergence check (benchmarks/eb_compress.py)")
 
 
-def _batch_check(global_batch: int, gpus: int) -> None:
-    from distscope.errors import DistscopeError
-
-    if global_batch < 1 or global_batch % gpus:
-        raise DistscopeError(f"--global-batch={global_batch} must be a positive multiple of --gpus={gpus} (samples per "
-                             "step, split evenly over the ranks)")
-
-
 def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, write: str | None,
                   codec_gbps: float | None, torchrec: bool, as_json: bool) -> None:
     from rich.table import Table
 
     from distscope.compress.eb_codec import codec_table
     from distscope.errors import DistscopeError
-    from distscope.model.embedding_cost import ShardingType
+    from distscope.model.embedding_cost import ShardingType, check_batch
     from distscope.report.console import out, print_json
     from distscope.report.progress import progress
     from distscope.search.embedding_plan import plan_embeddings
@@ -138,7 +122,7 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
     spec = load_dlrm(workload.model)
     cluster = S.build_cluster(system)
     gb = workload.global_batch
-    _batch_check(gb, cluster.num_gpus)
+    check_batch(gb, cluster.num_gpus)
     allowed = frozenset(ShardingType)
     if plan.sharding is not None:
         if plan.sharding.endswith((".yaml", ".yml")):
@@ -204,12 +188,12 @@ def plan_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.Plan
 def _against_torchrec(spec: DlrmSpec, cluster: Cluster, global_batch: int, ours: DlrmEstimate) -> dict[str, Any]:
     """TorchRec's plan of the same tables (search/torchrec_plan.py) priced by distscope's model, and every
     rank's costs: distscope's lookup time and sent bytes for both plans, TorchRec's own estimate."""
-    from distscope.model.embedding_cost import estimate_dlrm
+    from distscope.model.embedding_cost import estimate_dlrm, sharding_counts
     from distscope.search.torchrec_plan import torchrec_plan
 
     sh, ranks = torchrec_plan(spec, cluster, global_batch=global_batch)
     theirs = estimate_dlrm(spec, cluster, sh, global_batch=global_batch)
-    kinds = _counts(sh)
+    kinds = sharding_counts(sh)
     return {"torchrec_plan_step_s": theirs.step_time_s, "distscope_plan_step_s": ours.step_time_s,
             "torchrec_sharding_types": kinds, "tables": [ts.to_dict() for ts in sh],
             "ranks": [{"rank": r, "distscope_lookup_s": ours.rank_lookup_s[r], "distscope_sent_bytes": ours.rank_sent_bytes[r],

@@ -147,6 +147,26 @@ def dense_memory_bytes(spec: DlrmSpec) -> float:
     return spec.dense_params * (2 * DENSE_GRAD_BYTES + DENSE_STATE_BYTES) + WORKSPACE_BYTES
 
 
+def check_batch(global_batch: int, gpus: int) -> None:
+    """One line unless the global batch splits evenly over the ranks (b = B/N samples each)."""
+    if global_batch < 1 or global_batch % gpus:
+        raise DistscopeError(f"--global-batch={global_batch} must be a positive multiple of --gpus={gpus} (samples per "
+                             "step, split evenly over the ranks)")
+
+
+def shard_memory_bytes(spec: DlrmSpec, rows: Any, cols: Any) -> Any:
+    """A shard's bytes on its rank: its rows and their optimizer state. Numbers or numpy arrays."""
+    return rows * (cols * spec.embedding_dtype.bytes + spec.optimizer.state_bytes(cols))
+
+
+def sharding_counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
+    """Tables per sharding type, by TorchRec's name."""
+    out: dict[str, int] = {}
+    for ts in shardings:
+        out[ts.kind.value] = out.get(ts.kind.value, 0) + 1
+    return out
+
+
 def row_bytes(cols: Any, dtype: DType) -> Any:
     """Bytes one row read moves: whole 32-byte sectors (module docstring). Numbers or numpy arrays."""
     return np.ceil(cols * dtype.bytes / SECTOR_BYTES) * SECTOR_BYTES
@@ -209,12 +229,12 @@ def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_bat
     t = ts.table
     ids_per_sample = t.pooling * ID_BYTES + LENGTH_BYTES
     ranks, rows, cols = ts.arrays
-    np.add.at(m[MEM], ranks, rows * (cols * e + spec.optimizer.state_bytes(cols)))  # type: ignore[arg-type]
+    np.add.at(m[MEM], ranks, shard_memory_bytes(spec, rows, cols))
     rs_bytes = dp_bytes = dp_update = 0.0
     if ts.kind is ShardingType.DATA_PARALLEL:
         f, g = lookup_bytes(b * t.pooling, b, cols, spec)
         dp_bytes = t.rows * t.dim * e
-        dp_update = 2.0 * t.rows * (t.dim * e + spec.optimizer.state_bytes(t.dim))
+        dp_update = 2.0 * shard_memory_bytes(spec, t.rows, t.dim)
     elif ts.kind in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
         f, g = lookup_bytes(big_b * t.pooling, big_b, cols, spec)
         for r, c in zip(ranks.tolist(), cols.tolist(), strict=True):
@@ -248,8 +268,7 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
     """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring), with the
     pooled-embedding all-to-alls compressed when `compression` is given."""
     n = cluster.num_gpus
-    if global_batch % n:
-        raise DistscopeError(f"--global-batch={global_batch} is not a multiple of --gpus={n}")
+    check_batch(global_batch, n)
     b = global_batch / n
     local = min(cluster.gpus_per_node, n)
     hosts = n // local

@@ -11,22 +11,18 @@ if TYPE_CHECKING:
     from distscope.workload.module_graph import InputSpec, ModuleGraph
 
 # the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
-_MODULE_FLAGS = {"dp", "zero"}
+_MODULE_FLAGS = ("dp", "zero")
 
 
 def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
     """The flags a module estimate refuses (one line each) and the torch it needs."""
-    import dataclasses
-
     from distscope.errors import DistscopeError
 
-    default = S.PlanFlags()
-    for f in dataclasses.fields(plan):
-        if f.name not in _MODULE_FLAGS and getattr(plan, f.name) != getattr(default, f.name):
-            flag = f.metadata["decls"][0].split("/")[0]
-            raise DistscopeError(f"{flag}={getattr(plan, f.name)}: a torch module is planned data-parallel only "
-                                 "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
-                                 "structure (use a transformer model)")
+    given = S.first_set_flag(plan, _MODULE_FLAGS)
+    if given is not None:
+        raise DistscopeError(f"{given[0]}={given[1]}: a torch module is planned data-parallel only "
+                             "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
+                             "structure (use a transformer model)")
     if other:
         raise DistscopeError("--report, --comm-volume and --quant-gbps are for transformer models")
     try:

@@ -121,6 +121,17 @@ class PlanFlags:
                                 "(software/data/presets.json).")
 
 
+def first_set_flag(flags: Any, allowed: tuple[str, ...] = ()) -> tuple[str, Any] | None:
+    """(option name, value) of the first field of a flag family that differs from its default and is not
+    in `allowed`: what a verb's special path (torch modules, recommendation models) refuses in one line."""
+    default = type(flags)()
+    for f in dataclasses.fields(flags):
+        value = getattr(flags, f.name)
+        if f.name not in allowed and value != getattr(default, f.name):
+            return f.metadata["decls"][0].split("/")[0], value
+    return None
+
+
 # The workload the planning verbs (plan, explore) run on when none is given: the README's main job.
 PLANNER_WORKLOAD = WorkloadFlags(model="llama3-70b")
 PLANNER_SYSTEM = SystemFlags(gpus=64)

@@ -52,6 +52,8 @@ from distscope.model.embedding_cost import (
     dense_memory_bytes,
     estimate_dlrm,
     lookup_bytes,
+    shard_memory_bytes,
+    sharding_counts,
 )
 from distscope.system.topology import Cluster
 from distscope.workload.embedding import DlrmSpec, EmbeddingTable
@@ -73,10 +75,7 @@ class EmbeddingPlan:
     baselines: dict[str, DlrmEstimate | None]  # every table of one type (None: does not fit)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for ts in self.shardings:
-            out[ts.kind.value] = out.get(ts.kind.value, 0) + 1
-        return out
+        return sharding_counts(self.shardings)
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimate": self.estimate.to_dict(), "sharding_types": self.counts(),
@@ -168,20 +167,16 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
     or column-wise shard fits on no rank."""
     n, local = cluster.num_gpus, min(cluster.gpus_per_node, cluster.num_gpus)
     hosts = n // local
-    e = spec.embedding_dtype.bytes
     cap = cluster.memory_capacity_bytes - dense_memory_bytes(spec)
     look, sent, mem = np.zeros(n), np.zeros(n), np.zeros(n)
     out: list[TableSharding | None] = [None] * len(spec.tables)
-
-    def shard_bytes(rows: Any, cols: Any) -> Any:
-        return rows * (cols * e + spec.optimizer.state_bytes(cols))
 
     pending: list[tuple[float, float, int, int]] = []  # (lookup s, send s, table index, column-shard index)
     for i, (t, (kind, k)) in enumerate(zip(spec.tables, chosen, strict=True)):
         if kind in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
             ts = out[i] = _spread(t, kind, n)
             ranks, rows, widths = ts.arrays
-            np.add.at(mem, ranks, shard_bytes(rows, widths))
+            np.add.at(mem, ranks, shard_memory_bytes(spec, rows, widths))
         elif kind is not ShardingType.TABLE_ROW_WISE:  # table-row-wise: placed below
             dl, dc = _tw_cost(spec, cluster, t, t.dim // k, global_batch)
             pending += [(dl, dc, i, j) for j in range(k)]
@@ -189,7 +184,7 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
     for dl, dc, i, _ in sorted(pending, key=lambda x: (-(x[0] + x[1]), x[2], x[3])):
         t = spec.tables[i]
         cols = t.dim // chosen[i][1]
-        need = shard_bytes(t.rows, cols)
+        need = shard_memory_bytes(spec, t.rows, cols)
         room = mem + need <= cap
         if not room.any():
             raise DistscopeError(f"table {t.name} ({t.rows:,} rows x {cols} columns, {need / 2**30:.1f} GiB with its "
@@ -208,7 +203,7 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
     for dl, dc, i in sorted(twrw, key=lambda x: (-(x[0] + x[1]), x[2])):
         t = spec.tables[i]
         node_look = look.reshape(hosts, local).max(axis=1)
-        part = shard_bytes(-(-t.rows // local), t.dim)
+        part = shard_memory_bytes(spec, -(-t.rows // local), t.dim)
         room = (mem + part <= cap).reshape(hosts, local).all(axis=1)
         if not room.any():
             raise DistscopeError(f"table {t.name} split over one node's {local} GPUs needs {part / 2**30:.1f} GiB per "
@@ -218,7 +213,7 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
         ranks, rows, widths = ts.arrays
         look[ranks] += dl
         node_comm[node] += dc
-        mem[ranks] += shard_bytes(rows, widths)
+        mem[ranks] += shard_memory_bytes(spec, rows, widths)
     return tuple(x for x in out if x is not None)
 
 
@@ -236,12 +231,10 @@ def _fits(spec: DlrmSpec, cluster: Cluster, t: EmbeddingTable, choice: Choice) -
     """Whether one shard of `t` under `choice` fits in 90% of a GPU (the dense part and other tables need
     the rest); row-wise and table-row-wise shards always do here (a start, not a check)."""
     kind, k = choice
-    e = spec.embedding_dtype.bytes
-    cols = t.dim // k if kind in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE) else t.dim
     if kind in (ShardingType.ROW_WISE, ShardingType.TABLE_ROW_WISE):
         return True
-    return t.rows * (cols * e + spec.optimizer.state_bytes(cols)) <= 0.9 * (cluster.memory_capacity_bytes
-                                                                            - dense_memory_bytes(spec))
+    cols = t.dim // k if kind in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE) else t.dim
+    return shard_memory_bytes(spec, t.rows, cols) <= 0.9 * (cluster.memory_capacity_bytes - dense_memory_bytes(spec))
 
 
 def _fit(spec: DlrmSpec, cluster: Cluster, chosen: list[Choice], opts: list[list[Choice]]) -> list[Choice]:
@@ -315,10 +308,16 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
     return EmbeddingPlan(shardings=best[0], estimate=best[1], evaluated=evaluated, baselines=baselines)
 
 
-def _scores(est: DlrmEstimate) -> np.ndarray:
-    """Each rank's lookup time and sent bytes, each relative to its maximum, added: where a shard goes."""
+def _relative_load(est: DlrmEstimate) -> tuple[np.ndarray, np.ndarray]:
+    """Each rank's lookup time and sent bytes, each relative to its maximum over the ranks."""
     look, sent = np.asarray(est.rank_lookup_s), np.asarray(est.rank_sent_bytes)
-    return look / max(look.max(), 1e-30) + sent / max(sent.max(), 1e-30)
+    return look / max(look.max(), 1e-30), sent / max(sent.max(), 1e-30)
+
+
+def _scores(est: DlrmEstimate) -> np.ndarray:
+    """The two relative loads added per rank: where a shard goes."""
+    look, sent = _relative_load(est)
+    return look + sent
 
 
 def _choice_of(ts: TableSharding) -> Choice:
@@ -361,8 +360,8 @@ def _spread_of(est: DlrmEstimate) -> float:
     """How unevenly the ranks carry lookups and sent bytes: the sum of squares of each, relative to its
     maximum. The step is a sum of maxima and stays flat while only one of several equal maxima drops; a
     move that keeps the step and lowers this is taken, so the next move can lower the maximum."""
-    look, sent = np.asarray(est.rank_lookup_s), np.asarray(est.rank_sent_bytes)
-    return float(np.sum((look / max(look.max(), 1e-30)) ** 2) + np.sum((sent / max(sent.max(), 1e-30)) ** 2))
+    look, sent = _relative_load(est)
+    return float(np.sum(look**2) + np.sum(sent**2))
 
 
 def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], opts: list[list[Choice]],
@@ -387,10 +386,14 @@ def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], 
         if not est.feasible:
             return False
         s, t = est.step_time_s, best[1].step_time_s
-        if s < t * (1 - 1e-9) or (s <= t * (1 + 1e-12) and _spread_of(est) < spread * (1 - 1e-6)):
-            best, spread = (trial, est), _spread_of(est)
-            return True
-        return False
+        faster = s < t * (1 - 1e-9)
+        if not faster and s > t * (1 + 1e-12):
+            return False
+        even = _spread_of(est)
+        if not faster and even >= spread * (1 - 1e-6):
+            return False
+        best, spread = (trial, est), even
+        return True
 
     def replaced() -> None:
         """The accepted mix of types placed afresh (place's balancing over all tables), if that is faster."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError, closest
+from distscope.workload.embedding import is_dlrm_ref
 from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind
 
 
@@ -44,7 +45,7 @@ def get_model(name: str) -> ModelSpec:
         raise DistscopeError(f"--model {name}: a torch module is priced by `distscope estimate` and planned by "
                              "`distscope plan` (with --input); the other verbs take transformer models (catalog keys "
                              "or config.json)")
-    if name.startswith("dlrm:"):
+    if is_dlrm_ref(name):
         raise DistscopeError(f"--model {name}: a recommendation model is priced by `distscope estimate` and sharded "
                              "by `distscope plan`; the other verbs take transformer models")
     if name.endswith(".json") or Path(name).is_dir():
