@@ -34,9 +34,12 @@ from distscope.sim.astra_config import (
     CollAlgo,
     CollOptimization,
     DimTopology,
+    InterDimScheduling,
+    IntraDimScheduling,
     NetworkDim,
     SystemConfig,
 )
+from distscope.sim.themis import chunk_orders
 from distscope.trace.graph import CollKind
 
 
@@ -179,50 +182,105 @@ def phases(
     raise DistscopeError(f"comm_type={kind.value} is not modelled by the ASTRA-sim system layer")
 
 
-def pipeline_s(chunk_phases: list[list[tuple[int, float]]], capacity: int) -> float:
-    """Finish time of chunks whose phases queue FIFO per dimension (at most `capacity` running each).
+# One chunk-phase: (queue key, duration, SCF size or None). The size is max(bytes in, bytes out) of the
+# phase, what Sys::insert_stream compares; None for the phases it always queues FIFO (all-reduce and
+# all-to-all phases).
+ChunkPhase = tuple[int, float, float | None]
 
-    `chunk_phases[c]` is chunk c's list of (queue key, duration). All chunks enter their first queue at
-    t=0 in chunk order; a finished phase enqueues the chunk's next phase at that time.
+
+def pipeline_s(chunk_phases: list[list[ChunkPhase]], capacity: int, scf: bool = False) -> float:
+    """Finish time of chunks whose phases queue per dimension (at most `capacity` running each).
+
+    `chunk_phases[c]` is chunk c's list of phases. Chunks enter their first queue at t=0 in chunk order;
+    a finished phase moves its chunk to the next phase's queue, then the freed queue starts its next
+    waiting chunk. A queue is FIFO, or with `scf` (Themis' smallest chunk first, Sys::insert_stream) a
+    chunk goes before the first waiting one at least its size, and to the back when one phase is left
+    after this one.
     """
-    queues: dict[int, list[tuple[float, int, int, int]]] = {}
+    waiting: dict[int, list[tuple[int, int]]] = {}
     running: dict[int, int] = {}
     events: list[tuple[float, int, int, int]] = []  # (finish time, seq, chunk, phase index)
     seq = 0
     finish = 0.0
 
+    def insert(c: int, p: int) -> int:
+        key, _, size = chunk_phases[c][p]
+        q = waiting.setdefault(key, [])
+        i = len(q)
+        if scf and size is not None and len(chunk_phases[c]) - p - 1 != 1:
+            i = 0
+            while i < len(q) and (chunk_phases[q[i][0]][q[i][1]][2] or 0.0) < size:
+                i += 1
+        q.insert(i, (c, p))
+        return key
+
     def start_ready(key: int, now: float) -> None:
         nonlocal seq
-        q = queues.get(key)
+        q = waiting.get(key)
         while q and running.get(key, 0) < capacity:
-            _, _, c, p = heapq.heappop(q)
+            c, p = q.pop(0)
             running[key] = running.get(key, 0) + 1
             seq += 1
             heapq.heappush(events, (now + chunk_phases[c][p][1], seq, c, p))
 
-    def enqueue(c: int, p: int, now: float) -> None:
-        nonlocal seq
-        key = chunk_phases[c][p][0]
-        seq += 1
-        heapq.heappush(queues.setdefault(key, []), (now, seq, c, p))
-        start_ready(key, now)
-
     for c, ph in enumerate(chunk_phases):
         if ph:
-            key = ph[0][0]
-            seq += 1
-            heapq.heappush(queues.setdefault(key, []), (0.0, seq, c, 0))
-    for key in list(queues):
-        start_ready(key, 0.0)
+            start_ready(insert(c, 0), 0.0)
     while events:
         now, _, c, p = heapq.heappop(events)
         finish = max(finish, now)
         key = chunk_phases[c][p][0]
         running[key] -= 1
-        if p + 1 < len(chunk_phases[c]):
-            enqueue(c, p + 1, now)
+        nxt = insert(c, p + 1) if p + 1 < len(chunk_phases[c]) else None
         start_ready(key, now)
+        if nxt is not None:
+            start_ready(nxt, now)
     return finish
+
+
+def _themis_phases(kind: CollKind, spans: tuple[DimSpan, ...], dims: tuple[NetworkDim, ...], size_bytes: int,
+                   splits: int) -> list[list[tuple[int, int, float]]]:
+    """Per chunk, (index into `spans`, PhaseOp, data bytes entering the phase) in Themis' order
+    (themis.chunk_orders): reduce-scatter in the chunk's order then, for an all-reduce, all-gather back
+    in reverse; Sys::generate_collective's chunking (size // splits, at least one byte per NPU)."""
+    gather = kind is CollKind.ALL_GATHER
+    chunk = size_bytes // splits
+    total_npus = math.prod(d.npus_count for d in dims)
+    if not gather and total_npus > chunk:
+        chunk = total_npus
+        size_bytes = splits * chunk
+    chunks = [min(chunk, size_bytes - i) for i in range(0, size_bytes, chunk)]
+    by_dim = {s.dim: i for i, s in enumerate(spans)}
+    sizes = [spans[by_dim[d]].size if d in by_dim else 1 for d in range(len(dims))]
+    orders = chunk_orders(sizes, [d.bandwidth_Bps for d in dims], chunks, chunk, gather=gather)
+    out = []
+    for nbytes, order in zip(chunks, orders, strict=True):
+        seq = [by_dim[d] for d in order if d in by_dim]
+        data = float(nbytes)
+        ph: list[tuple[int, int, float]] = []
+        if gather:
+            for i in seq:
+                ph.append((i, PhaseOp.ALL_GATHER, data))
+                data *= spans[i].size
+        else:
+            for i in seq:
+                ph.append((i, PhaseOp.REDUCE_SCATTER, data))
+                data /= spans[i].size
+            if kind in (CollKind.ALL_REDUCE, CollKind.BARRIER):
+                for i in reversed(seq):
+                    ph.append((i, PhaseOp.ALL_GATHER, data))
+                    data *= spans[i].size
+        out.append(ph)
+    return out
+
+
+def _scf_size(op: int, data: float, n: int) -> float | None:
+    """max(bytes in, bytes out) of a phase, None for the ones queued FIFO (Sys::insert_stream)."""
+    if op == PhaseOp.ALL_GATHER:
+        return data * n
+    if op == PhaseOp.REDUCE_SCATTER:
+        return data
+    return None
 
 
 @lru_cache(maxsize=65536)
@@ -242,10 +300,22 @@ def collective_s(
     if impl is None:
         raise DistscopeError(f"comm_type={kind.value} is not modelled by the ASTRA-sim system layer")
     splits = system.preferred_dataset_splits
-    chunk = size_bytes / splits
-    one_chunk = []
-    for i, op, data in phases(kind, spans, chunk, system.collective_optimization):
-        span = spans[i]
-        algo = impl[span.dim] if span.dim < len(impl) else impl[-1]
-        one_chunk.append((span.dim, phase_s(op, algo, dims[span.dim], span, data, system, store_and_forward)))
-    return pipeline_s([one_chunk] * splits, system.active_chunks_per_dimension)
+    if system.inter_dimension_scheduling is InterDimScheduling.THEMIS and kind is not CollKind.ALL_TO_ALL:
+        per_chunk = _themis_phases(kind, spans, dims, size_bytes, splits)
+    else:
+        one = phases(kind, spans, size_bytes / splits, system.collective_optimization)
+        per_chunk = [one] * splits
+    priced: dict[tuple[int, int, float], ChunkPhase] = {}
+    chunk_phases = []
+    for ph in per_chunk:
+        row = []
+        for i, op, data in ph:
+            if (i, op, data) not in priced:
+                span = spans[i]
+                algo = impl[span.dim] if span.dim < len(impl) else impl[-1]
+                t = phase_s(op, algo, dims[span.dim], span, data, system, store_and_forward)
+                priced[i, op, data] = (span.dim, t, _scf_size(op, data, span.size))
+            row.append(priced[i, op, data])
+        chunk_phases.append(row)
+    scf = system.intra_dimension_scheduling is IntraDimScheduling.SCF
+    return pipeline_s(chunk_phases, system.active_chunks_per_dimension, scf)

@@ -5,7 +5,9 @@ Network (astra-network-analytical): per dimension `topology` (Ring | FullyConnec
 System: `preferred-dataset-splits` (chunks per collective), `active-chunks-per-dimension`,
 `endpoint-delay` (ns, added per message), `collective-optimization` (localBWAware | baseline),
 `<coll>-implementation` lists (one algorithm per dimension), `local-mem-bw` (GB/s, 1e9 B; prices the
-reduction of received data), optional `peak-perf` (TFLOP/s, for COMP nodes that carry only num_ops).
+reduction of received data), optional `peak-perf` (TFLOP/s, for COMP nodes that carry only num_ops),
+optional `inter-dimension-scheduling` (ascending | themis) and `intra-dimension-scheduling` (FIFO | SCF):
+ASTRA-sim 1.0's option names; ASTRA-sim 2.0 keeps the code but no longer reads them from the file.
 """
 
 from __future__ import annotations
@@ -39,6 +41,25 @@ class CollAlgo(enum.Enum):
 class CollOptimization(enum.Enum):
     LOCAL_BW_AWARE = "localBWAware"
     BASELINE = "baseline"
+
+
+class InterDimScheduling(enum.Enum):
+    """The order in which a chunk visits the dimensions (ASTRA-sim's InterDimensionScheduling).
+
+    `ascending`: dimension 0 upward (all-gather downward). `themis`: Themis' offline greedy (Rashidi et
+    al., ISCA'22; astra-sim/system/scheduling/OfflineGreedy.cc), which sends each chunk first through the
+    dimension with the least accumulated load."""
+
+    ASCENDING = "ascending"
+    THEMIS = "themis"
+
+
+class IntraDimScheduling(enum.Enum):
+    """The order of the chunks waiting at one dimension (ASTRA-sim's IntraDimensionScheduling):
+    `FIFO`, or Themis' `SCF` (smallest chunk first; Sys::insert_stream's SmallestFirst)."""
+
+    FIFO = "FIFO"
+    SCF = "SCF"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +123,8 @@ class SystemConfig:
     all_to_all_impl: tuple[CollAlgo, ...] = (CollAlgo.RING,)
     local_mem_bw_Bps: float = 0.0  # 0: reductions are free
     peak_perf_flops: float = 0.0  # 0: COMP nodes use duration_micros only
+    inter_dimension_scheduling: InterDimScheduling = InterDimScheduling.ASCENDING
+    intra_dimension_scheduling: IntraDimScheduling = IntraDimScheduling.FIFO
 
     def __post_init__(self) -> None:
         if self.preferred_dataset_splits < 1:
@@ -157,6 +180,11 @@ def read_network(path: str | Path) -> NetworkConfig:
     return NetworkConfig(dims=tuple(dims))
 
 
+# ASTRA-sim 1.0's spellings of the same policies.
+_INTER_ALIASES = {"offlineGreedy": "themis"}
+_INTRA_ALIASES = {"smallestFirst": "SCF"}
+
+
 def _impls(raw: dict, key: str, ndims: int, where: str) -> tuple[CollAlgo, ...]:
     values = raw.get(key, ["ring"] * ndims)
     if not isinstance(values, list) or len(values) != ndims:
@@ -182,6 +210,11 @@ def read_system(path: str | Path, ndims: int) -> SystemConfig:
         raise DistscopeError(f"{where}: expected a JSON object")
     opt = _enum(CollOptimization, raw.get("collective-optimization", "baseline"), "collective-optimization", where)
     assert isinstance(opt, CollOptimization)
+    inter_raw = raw.get("inter-dimension-scheduling", "ascending")
+    inter = _enum(InterDimScheduling, _INTER_ALIASES.get(str(inter_raw), inter_raw), "inter-dimension-scheduling", where)
+    intra_raw = raw.get("intra-dimension-scheduling", "FIFO")
+    intra = _enum(IntraDimScheduling, _INTRA_ALIASES.get(str(intra_raw), intra_raw), "intra-dimension-scheduling", where)
+    assert isinstance(inter, InterDimScheduling) and isinstance(intra, IntraDimScheduling)
     return SystemConfig(
         preferred_dataset_splits=int(raw.get("preferred-dataset-splits", 1)),
         active_chunks_per_dimension=int(raw.get("active-chunks-per-dimension", 1)),
@@ -193,4 +226,6 @@ def read_system(path: str | Path, ndims: int) -> SystemConfig:
         all_to_all_impl=_impls(raw, "all-to-all-implementation", ndims, where),
         local_mem_bw_Bps=float(raw.get("local-mem-bw", 0)) * 1e9,
         peak_perf_flops=float(raw.get("peak-perf", 0)) * 1e12,
+        inter_dimension_scheduling=inter,
+        intra_dimension_scheduling=intra,
     )
