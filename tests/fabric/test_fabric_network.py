@@ -52,6 +52,15 @@ def test_ecmp_collisions_slow_the_cross_node_all_to_all_and_spraying_removes_the
     assert all(t["factor"] > 0.999 for t in spray["fabric"]["traffic"])
 
 
+def test_dcqcn_prices_the_colliding_all_to_all_at_or_below_the_ideal_share(moe_traces: Path) -> None:
+    ideal = _step(moe_traces, "--fabric", "preset")
+    dcqcn = _step(moe_traces, "--fabric", "preset", "--cc", "dcqcn")
+    assert dcqcn["fabric"]["cc"] == "dcqcn"
+    assert dcqcn["step_time_s"] >= ideal["step_time_s"] * (1 - 1e-9)
+    worst = min(t["factor"] for t in dcqcn["fabric"]["traffic"])
+    assert worst <= min(t["factor"] for t in ideal["fabric"]["traffic"]) + 1e-9
+
+
 def test_rail_aligned_data_parallel_ring_never_reaches_the_spines() -> None:
     """On a rail-optimized Clos a DP group of one GPU per node (stride = node size) stays on its rail's
     leaf: full NIC bandwidth under ECMP, and the level model's price."""
@@ -67,7 +76,7 @@ def test_plan_reranks_on_the_fabric_and_says_which_traffic_suffered() -> None:
     out = json.loads(_ds("plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "256", "--global-batch",
                          "512", "--seq", "4096", "--ep", "8", "--tp", "2", "--simulate-top", "2", "--top", "3",
                          "--fabric", "preset", "--json").stdout)
-    assert out["fabric"] == {"name": "dgx-h100-256", "routing": "ecmp", "seed": 0}
+    assert out["fabric"] == {"name": "dgx-h100-256", "routing": "ecmp", "seed": 0, "cc": "none"}
     assert out["simulated"] and all("fabric" in s for s in out["simulated"])
     assert any(t["collective"] == "all_to_all" for s in out["simulated"] for t in s["fabric"])
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from distscope.comm.collective import Collective
+from distscope.fabric.dcqcn import CongestionControl, dcqcn_transfer
 from distscope.fabric.flows import transfer
 from distscope.fabric.routing import Router, Routing, route_all
 from distscope.fabric.spec import Fabric
@@ -85,6 +86,10 @@ class StepVerdict:
     fct_s: np.ndarray  # per flow (sub-flows of a pair merged: the pair ends with its last queue pair)
     hot: tuple[tuple[str, float], ...]  # (link, utilization over the step), hottest first
     events: int
+    cc: CongestionControl = CongestionControl.NONE
+    max_queue_bytes: float = 0.0  # DCQCN: the deepest switch queue
+    pause_s: float = 0.0  # DCQCN: the longest a queue held its senders at PFC's X_off
+    marked_fraction: float = 0.0  # DCQCN: bytes sent while ECN-marked, over bytes sent
 
 
 def hose_s(fabric: Fabric, pairs: Sequence[tuple[int, int]], nbytes: float) -> float:
@@ -99,19 +104,31 @@ def hose_s(fabric: Fabric, pairs: Sequence[tuple[int, int]], nbytes: float) -> f
 
 
 def step_verdict(fabric: Fabric, router: Router, pairs: Sequence[tuple[int, int]], routing: Routing, *,
-                 qps: int = 1, seed: int = 0, top: int = 5, fct: bool = False) -> StepVerdict:
+                 qps: int = 1, seed: int = 0, top: int = 5, fct: bool = False,
+                 cc: CongestionControl = CongestionControl.NONE, flow_bytes: float = PATTERN_BYTES) -> StepVerdict:
     """The pattern's step under `routing`: its slowdown against the hose model, its hottest links and,
-    with fct, every flow's completion time (the fluid run; else NaN)."""
+    with fct (always under DCQCN), every flow's completion time (else NaN). Without congestion control
+    the rates are max-min fair and the slowdown does not depend on the flows' size; under DCQCN it does,
+    so `flow_bytes` is each flow's real size (times scale with it in both)."""
     if not pairs:
         return StepVerdict(routing=routing, flows=0, factor=1.0, fabric_s=0.0, hose_s=0.0, fct_s=np.zeros(0), hot=(),
-                           events=0)
+                           events=0, cc=cc)
     links, flows, fracs = route_all(router, pairs, routing, qps=qps, seed=seed)
-    sizes = np.full(len(pairs) * qps, PATTERN_BYTES / qps, dtype=float)
-    res = transfer(links, flows, fracs, sizes, fabric.cap_Bps, fct=fct)
-    ideal = hose_s(fabric, pairs, PATTERN_BYTES)
+    nbytes = flow_bytes
+    sizes = np.full(len(pairs) * qps, nbytes / qps, dtype=float)
+    extra: dict[str, float] = {}
+    if cc is CongestionControl.DCQCN:
+        run = dcqcn_transfer(links, flows, fracs, sizes, fabric.cap_Bps, fabric.src < fabric.gpus)
+        res = run.flows
+        extra = {"max_queue_bytes": float(run.max_queue_bytes.max(initial=0.0)),
+                 "pause_s": float(run.pause_s.max(initial=0.0)), "marked_fraction": run.marked_fraction}
+    else:
+        res = transfer(links, flows, fracs, sizes, fabric.cap_Bps, fct=fct)
+    ideal = hose_s(fabric, pairs, nbytes)
     util = res.link_bytes / (fabric.cap_Bps * res.makespan_s)
     order = np.argsort(-util)[:top]
     hot = tuple((fabric.link_name(fabric.links[k]), float(util[k])) for k in order if util[k] > 0)
     per_pair = res.finish_s.reshape(len(pairs), qps).max(axis=1)
     return StepVerdict(routing=routing, flows=len(pairs), factor=min(1.0, ideal / res.makespan_s),
-                       fabric_s=res.makespan_s, hose_s=ideal, fct_s=per_pair, hot=hot, events=res.events)
+                       fabric_s=res.makespan_s, hose_s=ideal, fct_s=per_pair, hot=hot, events=res.events, cc=cc,
+                       **extra)

@@ -15,12 +15,14 @@ with its hottest links, so a run can say which traffic class suffered and where 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Hashable, Sequence
 
 from distscope.comm.collective import Collective
 from distscope.errors import DistscopeError
 from distscope.fabric.build import resolve
-from distscope.fabric.collective import pattern, siblings, step_verdict, tiling_shape
+from distscope.fabric.collective import PATTERN_BYTES, pattern, siblings, step_verdict, tiling_shape
+from distscope.fabric.dcqcn import CongestionControl, congestion_controls
 from distscope.fabric.routing import Router, Routing, policies
 from distscope.fabric.spec import Fabric
 from distscope.sim.cluster_network import ClusterNetwork
@@ -38,15 +40,18 @@ class FabricChoice:
     routing: Routing = Routing.ECMP
     seed: int = 0
     qps: int = 1  # queue pairs per connection: sub-flows ECMP hashes apart
+    cc: CongestionControl = CongestionControl.NONE
 
 
-def fabric_choice(text: str, routing: str, seed: int, cluster: str, gpus: int | None) -> FabricChoice:
-    """--fabric (a YAML file, or 'preset': the cluster's rail-optimized Clos), --routing and --seed, checked."""
+def fabric_choice(text: str, routing: str, seed: int, cluster: str, gpus: int | None, cc: str = "none") -> FabricChoice:
+    """--fabric (a YAML file, or 'preset': the cluster's rail-optimized Clos), --routing, --seed and --cc, checked."""
     pols = policies(routing)
-    if len(pols) != 1 or seed < 0:
-        raise DistscopeError(f"--routing {routing!r} --seed {seed}: give one policy, and a seed >= 0")
+    ccs = congestion_controls(cc)
+    if len(pols) != 1 or len(ccs) != 1 or seed < 0:
+        raise DistscopeError(f"--routing {routing!r} --cc {cc!r} --seed {seed}: give one policy, one congestion "
+                             "control, and a seed >= 0")
     f, _ = resolve(None if text == "preset" else text, cluster, gpus)
-    return FabricChoice(fabric=f, routing=pols[0], seed=seed)
+    return FabricChoice(fabric=f, routing=pols[0], seed=seed, cc=ccs[0])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,7 +95,7 @@ class FabricNetwork:
         self.choice = choice
         self._router = Router(choice.fabric)
         self._base = ClusterNetwork(cluster)
-        self._factor: dict[tuple[bool, tuple[int, ...]], float] = {}
+        self._factor: dict[tuple[bool, tuple[int, ...], float], float] = {}
         self._nets: dict[float, ClusterNetwork] = {}  # the fabric's NIC rate sets the outer level, shared or not
         self.verdicts: list[TrafficVerdict] = []
 
@@ -98,9 +103,13 @@ class FabricNetwork:
     def num_npus(self) -> int:
         return self._base.num_npus
 
-    def _share(self, all_to_all: bool, members: tuple[int, ...], group: str, what: str) -> float:
+    def _share(self, all_to_all: bool, members: tuple[int, ...], group: str, what: str, nbytes: float) -> float:
         f = self.choice.fabric
-        key = (all_to_all, _shape_key(members, f.gpus))
+        # under DCQCN the share depends on the flows' size (its transients): one run per power of two of
+        # a step's per-flow bytes (a ring step's D/n, an all-to-all pair's D/n)
+        dcqcn = self.choice.cc is CongestionControl.DCQCN
+        bucket = 2.0 ** round(math.log2(max(nbytes / len(members), 1.0))) if dcqcn else 0.0
+        key = (all_to_all, _shape_key(members, f.gpus), bucket)
         share = self._factor.get(key)
         if share is None:
             upper = f.gpus * (len(members) if all_to_all else 1) * self.choice.qps
@@ -110,7 +119,8 @@ class FabricNetwork:
                                      f"the limit is {MAX_ROUTES:,}: simulate it on the --cluster level model")
             coll = Collective.ALL_TO_ALL if all_to_all else Collective.ALL_REDUCE
             pairs = pattern(f, siblings(members, f.gpus), coll)
-            v = step_verdict(f, self._router, pairs, self.choice.routing, qps=self.choice.qps, seed=self.choice.seed)
+            v = step_verdict(f, self._router, pairs, self.choice.routing, qps=self.choice.qps, seed=self.choice.seed,
+                             cc=self.choice.cc, flow_bytes=bucket or PATTERN_BYTES)
             share = self._factor[key] = round(v.factor, 4)  # rounded: one priced cluster per distinct share
             if pairs:
                 self.verdicts.append(TrafficVerdict(group=group, collective=what, group_size=len(members),
@@ -124,11 +134,11 @@ class FabricNetwork:
         return net
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float:
-        share = self._share(kind is CollKind.ALL_TO_ALL, members, pg_name, kind.value.lower())
+        share = self._share(kind is CollKind.ALL_TO_ALL, members, pg_name, kind.value.lower(), size_bytes)
         return self._net(share).collective_s(kind, size_bytes, members, pg_name)
 
     def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
-        share = self._share(False, (min(src, dst), max(src, dst)), pg_name, "send/recv")
+        share = self._share(False, (min(src, dst), max(src, dst)), pg_name, "send/recv", 2 * size_bytes)
         return self._net(share).p2p_s(src, dst, size_bytes, pg_name)
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:

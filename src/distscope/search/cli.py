@@ -62,6 +62,8 @@ def plan_cmd(
     fabric: Annotated[str | None, typer.Option("--fabric", help="Simulate the --simulate-top plans with the scale-out on a fabric (switches, links, routing): a fabric YAML, or 'preset' for the cluster's rail-optimized Clos.")] = None,
     routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
     seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
+    cc: Annotated[str, typer.Option("--cc", help="With --fabric: congestion control, none (max-min fair rates) or "
+                                    "dcqcn (RoCE's, fluid model).")] = "none",
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
     write_sharding: Annotated[str | None, typer.Option("--write-sharding", help="With --model dlrm:...: write the "
@@ -178,7 +180,7 @@ def plan_cmd(
     if fabric is not None:
         from distscope.fabric.network import fabric_choice
 
-        on_fabric = fabric_choice(fabric, routing, seed, c.name, c.num_gpus)
+        on_fabric = fabric_choice(fabric, routing, seed, c.name, c.num_gpus, cc)
     if simulate_top and c.num_gpus > RERANK_MAX_GPUS:
         warn(f"--simulate-top skipped: {c.num_gpus:,} GPUs > {RERANK_MAX_GPUS:,} (the simulator's cost grows with "
              "the data-parallel group); ranking by the estimate")
@@ -238,7 +240,7 @@ def plan_cmd(
                        "simulated_step_s": x.simulated_step_s, "sim_wall_s": x.sim_wall_s,
                        "fabric": [dataclasses.asdict(v) for v in x.fabric]} for x in simulated],
         "fabric": None if fabric is None else {"name": on_fabric.fabric.name, "routing": on_fabric.routing.value,
-                                               "seed": on_fabric.seed},
+                                               "seed": on_fabric.seed, "cc": on_fabric.cc.value},
         "network_mode": mode.value,
     }
     if report:
@@ -265,7 +267,7 @@ def plan_cmd(
         wall = sum(x.sim_wall_s for x in simulated)
         order = ("they are ranked by simulated step time (sim s)" if sim_ordered else
                  f"no plan beats the estimator's #1 by more than {100 * RERANK_TIE:.1f}%, so the estimate's order stands")
-        on = f", scale-out on fabric {on_fabric.fabric.name} ({on_fabric.routing.value})" if fabric is not None else ""
+        on = f", scale-out on fabric {on_fabric.fabric.name} ({on_fabric.routing.value}, cc {on_fabric.cc.value})" if fabric is not None else ""
         out.print(f"[bold]simulated[/bold] the top {len(simulated)} ({mode.value} network{on}, symmetric traces; "
                   f"{wall:.2f} s of simulation): {order}")
         if fabric is not None:

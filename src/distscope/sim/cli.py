@@ -13,7 +13,7 @@ import typer
 from distscope.errors import DistscopeError, closest
 
 if TYPE_CHECKING:
-    from distscope.fabric.network import FabricNetwork
+    from distscope.fabric.network import FabricChoice, FabricNetwork
     from distscope.measure.kernel_profile import KernelProfile
     from distscope.sim.network import NetworkMode, NetworkModel
     from distscope.sim.program import Device
@@ -118,6 +118,8 @@ def simulate(
     ] = None,
     routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
     seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
+    cc: Annotated[str, typer.Option("--cc", help="With --fabric: congestion control, none (max-min fair rates) or "
+                                    "dcqcn (RoCE's, fluid model).")] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
@@ -162,7 +164,11 @@ def simulate(
         raise DistscopeError(FABRIC_NEEDS_CLUSTER)
     model, device, codec = _network(network, system, cluster, gpus, link, profile, profile_level, mode, bw, lat,
                                     whatif.placement)
-    fabric_net = None if fabric is None or cluster is None else _on_fabric(model, fabric, routing, seed, cluster, gpus)
+    fabric_net = None
+    if fabric is not None and cluster is not None:
+        from distscope.fabric.network import fabric_choice
+
+        fabric_net = _on_fabric(model, fabric_choice(fabric, routing, seed, cluster, gpus, cc))
     model = fabric_net or model
     where = f"network {str(network)!r}" if network is not None else (
         f"cluster {cluster!r} x{gpus}" if cluster is not None else f"profile {str(profile)!r}")
@@ -276,20 +282,19 @@ def simulate(
 FABRIC_NEEDS_CLUSTER = "--fabric lays a --cluster preset's scale-out onto a fabric: give --cluster and --gpus"
 
 
-def _on_fabric(model: NetworkModel, text: str, routing: str, seed: int, cluster: str,
-               gpus: int | None) -> FabricNetwork:
+def _on_fabric(model: NetworkModel, choice: FabricChoice) -> FabricNetwork:
     """The --cluster network with its scale-out on the fabric (fabric/network.py)."""
-    from distscope.fabric.network import FabricNetwork, fabric_choice
+    from distscope.fabric.network import FabricNetwork
     from distscope.sim.cluster_network import ClusterNetwork
 
     if not isinstance(model, ClusterNetwork):  # --cluster always gives one
         raise DistscopeError(FABRIC_NEEDS_CLUSTER)
-    return FabricNetwork(model.cluster, fabric_choice(text, routing, seed, cluster, gpus))
+    return FabricNetwork(model.cluster, choice)
 
 
 def _fabric_json(net: FabricNetwork) -> dict[str, Any]:
     c = net.choice
-    return {"name": c.fabric.name, "routing": c.routing.value, "seed": c.seed,
+    return {"name": c.fabric.name, "routing": c.routing.value, "seed": c.seed, "cc": c.cc.value,
             "traffic": [dataclasses.asdict(v) for v in net.verdicts]}
 
 
@@ -299,7 +304,7 @@ def _print_fabric(net: FabricNetwork) -> None:
 
     c = net.choice
     worst = net.worst()
-    print(f"fabric {c.fabric.name} ({c.routing.value}, seed {c.seed}): {len(net.verdicts)} scale-out traffic shapes, "
+    print(f"fabric {c.fabric.name} ({c.routing.value}, seed {c.seed}, cc {c.cc.value}): {len(net.verdicts)} scale-out traffic shapes, "
           f"{len(worst)} below full NIC bandwidth")
     for v in worst:
         print(f"  {verdict_line(v)}")
