@@ -1,4 +1,5 @@
-"""Fabrics from YAML: an explicit node/link list, or a generated rail-optimized Clos; presets per cluster.
+"""Fabrics from YAML: an explicit node/link list, a generated rail-optimized Clos, or a torus or dragonfly
+(direct.py); presets per cluster.
 
 ```yaml
 name: my-fabric
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from distscope.errors import DistscopeError
+from distscope.fabric.direct import dragonfly, torus
 from distscope.fabric.spec import Fabric, Link, Plane, node_index
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
@@ -43,7 +45,8 @@ from distscope.userfile import int_field as _int
 from distscope.userfile import num_field as _num
 from distscope.userfile import read_yaml
 
-_TOP = ("name", "gpus", "scale_up", "clos", "switches", "links")
+_TOP = ("name", "gpus", "scale_up", "clos", "torus", "dragonfly", "switches", "links")
+_SHAPES = ("clos", "torus", "dragonfly", "links")
 _CLOS = ("nic_GBps", "rails", "radix", "oversubscription", "planes", "tiers", "latency_us")
 _SCALE_UP = ("size", "GBps", "latency_us")
 
@@ -195,8 +198,16 @@ def parse_fabric(raw: Any, where: str) -> Fabric:
     name = str(raw.get("name", Path(where).stem))
     gpus = _int(raw, "gpus", where)
     domain, up_names, up_links = _scale_up(gpus, raw.get("scale_up"), where)
-    if ("clos" in raw) == ("links" in raw):
-        raise DistscopeError(f"{where}: give either clos (generated) or switches + links (explicit)")
+    given = [k for k in _SHAPES if k in raw]
+    if len(given) != 1:
+        raise DistscopeError(f"{where}: give one of clos, torus, dragonfly (generated) or switches + links (explicit)"
+                             + (f"; got {', '.join(given)}" if given else ""))
+    if given[0] in ("torus", "dragonfly"):
+        body = raw[given[0]]
+        if not isinstance(body, dict):
+            raise DistscopeError(f"{where} {given[0]}: expected a mapping, got {body!r}")
+        build = torus if given[0] == "torus" else dragonfly
+        return build(name, gpus, domain, up_names, up_links, body, f"{where} {given[0]}")
     if "clos" in raw:
         c = raw["clos"] or {}
         _check_keys(c, _CLOS, f"{where} clos")
