@@ -146,6 +146,21 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "three-tier Clos) {fabric_routing:training_steps.llama31-405b-16k.levels.step_s:.3f} s on the levels, "
      "{fabric_routing:training_steps.llama31-405b-16k.ecmp.step_s:.3f} s with ECMP, in "
      "{fabric_routing:training_steps.llama31-405b-16k.ecmp_total_wall_s:.0f} s", "`python benchmarks/fabric_routing.py`"),
+    ("Themis scheduling vs ASTRA-sim 2.0 (`data/reference/astra_sim_themis`: baseline and Themis on 64-NPU 2-D "
+     "and 3-D networks with unequal dimension bandwidths, built from its source with the option exposed)",
+     "{themis_parity:within_5pct} of {themis_parity:rows} rows within 5% (target); Themis+SCF mean "
+     "{themis_parity:by_scheduling.themis+SCF.mean_abs_error_pct:.2f}%, max "
+     "{themis_parity:by_scheduling.themis+SCF.max_abs_error_pct:.2f}%; ASTRA-sim's Themis/baseline speed-up "
+     "{themis_parity:themis_speedup.astra_min:.2f}-{themis_parity:themis_speedup.astra_max:.2f}x (faster in "
+     "{themis_parity:themis_speedup.astra_faster} of {themis_parity:themis_speedup.groups}), distscope's within "
+     "{themis_parity:themis_speedup.max_abs_diff:.3f} of it", "`python benchmarks/themis_parity.py`"),
+    ("DCQCN (fluid model) vs the max-min ideal on the dgx-h100 preset fabric: N-to-1 incast; an EP-64 all-to-all "
+     "and a rail-aligned ring all-reduce on 1,024 GPUs with ECMP (no packet-level reference: the model's answers)",
+     "incast 32 x 1 MB {dcqcn_incast:incast.6.slowdown:.2f}x ideal, 32 x 128 MB {dcqcn_incast:incast.8.slowdown:.3f}x, "
+     "2 x 16 MB {dcqcn_incast:incast.1.slowdown:.2f}x; all-to-all NIC share {dcqcn_incast:ep64_all_to_all.none.nic_share:.2f} "
+     "ideal, {dcqcn_incast:ep64_all_to_all.dcqcn.nic_share:.2f} under DCQCN (in "
+     "{dcqcn_incast:ep64_all_to_all.dcqcn.wall_s:.0f} s); ring {dcqcn_incast:rail_ring_all_reduce.none.nic_share:.2f} / "
+     "{dcqcn_incast:rail_ring_all_reduce.dcqcn.nic_share:.2f}", "`python benchmarks/dcqcn_incast.py`"),
     ("distscope's models against one NVIDIA H200 (`data/device/nvidia-h200-2026-11-26`, made by "
      "`data/device/run_gpu_checks.sh`; nothing fitted to it): kernels, MoE grouped GEMMs, ResNet training steps, "
      "the example GPT captured on the GPU, the CPU scale-out on its 16 cores",
