@@ -70,7 +70,8 @@ def congestion_controls(text: str) -> list[CongestionControl]:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DcqcnParams:
-    """DCQCN's knobs at the reference rate REF_Bps (module docstring)."""
+    """DCQCN's knobs at the reference rate `ref_Bps` (module docstring): thresholds and increase steps
+    scale with each link's rate by link / ref_Bps (ref_Bps = 0: taken as given, at every rate)."""
 
     kmin_bytes: float = 5e3
     kmax_bytes: float = 200e3
@@ -87,6 +88,7 @@ class DcqcnParams:
     mtu_bytes: float = 1000.0
     feedback_s: float = 4e-6  # mark -> CNP -> sender: about one fabric RTT
     min_rate_fraction: float = 1e-3
+    ref_Bps: float = REF_Bps
 
     def __post_init__(self) -> None:
         if not 0 <= self.kmin_bytes < self.kmax_bytes:
@@ -151,12 +153,12 @@ def dcqcn_transfer(links: np.ndarray, flows: np.ndarray, fracs: np.ndarray, size
     if bound / dt_max > MAX_STEPS / 2:
         raise DistscopeError(f"dcqcn: {bound * 1e3:.3g} ms of traffic is over {MAX_STEPS:,} steps of "
                              f"{dt_max * 1e6:.3g} µs: use smaller messages")
-    scale = cap / REF_Bps
+    scale = cap / prm.ref_Bps if prm.ref_Bps > 0 else np.ones_like(cap)
     kmin, kmax, xoff = prm.kmin_bytes * scale, prm.kmax_bytes * scale, prm.xoff_bytes * scale
     # a flow's line rate: its NIC port (the smallest link of its route it starts on)
     line = _flow_min(np.where(nic_link, cap, np.inf), at, has_route)
     line = np.where(np.isfinite(line), line, _flow_min(cap, at, has_route))
-    f_scale = line / REF_Bps
+    f_scale = line / prm.ref_Bps if prm.ref_Bps > 0 else np.ones_like(line)
     ai, hai = prm.ai_Bps * f_scale, prm.hai_Bps * f_scale
     mtu = prm.mtu_bytes
     rc = line.copy()
