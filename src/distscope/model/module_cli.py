@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from distscope import scenario as S
 
 if TYPE_CHECKING:
+    from distscope.trace.builder import StepSpec
     from distscope.workload.module_graph import InputSpec, ModuleGraph
 
 # the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
@@ -90,6 +91,31 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     out.print(f"step {est.step_time_s:.4f} s, {est.samples_per_s:,.0f} samples/s, MFU {est.mfu:.1%}; memory per GPU "
               f"{sum(est.memory_bytes.values()) / gib:.1f} GiB of {est.capacity_bytes / gib:.1f} GiB"
               + ("" if est.feasible else " (does not fit)"), markup=False)
+
+
+def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[StepSpec, dict[str, int]]:
+    """`trace generate --model torch:...`: the StepSpec of the module's data-parallel step
+    (trace/from_module.py) and its plan fields, from the same flags and checks as its estimate."""
+    from distscope.errors import DistscopeError
+    from distscope.trace.from_module import module_step_spec
+    from distscope.workload.module_graph import parse_inputs
+
+    _module_checks(workload, plan, False)
+    inputs = parse_inputs(workload.input)
+    cluster = S.build_cluster(system)
+    dp = cluster.num_gpus if plan.dp is None else plan.dp
+    zero = plan.zero or 0
+    if dp < 1 or dp > cluster.num_gpus or zero not in (0, 3):
+        raise DistscopeError(f"--dp={dp} --zero={zero}: need dp in 1..{cluster.num_gpus} (--gpus) and zero 0 (DDP) "
+                             "or 3 (FSDP)")
+    per_step = inputs[0].shape[0] * dp
+    if workload.global_batch % per_step:
+        raise DistscopeError(f"--global-batch={workload.global_batch} is not a multiple of micro-batch "
+                             f"{inputs[0].shape[0]} (the --input's leading dim) x dp {dp} = {per_step}")
+    graph = _traced(workload, inputs, cluster.device.name, inference=False)
+    m = workload.global_batch // per_step
+    return module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m), {"dp": dp, "zero": zero,
+                                                                                  "micro_batches": m}
 
 
 def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,

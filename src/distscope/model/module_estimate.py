@@ -73,6 +73,11 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     return eff.elementwise_s(device, op.bytes, 1)
 
 
+def optimizer_s(graph: ModuleGraph, device: Device, shard: int) -> float:
+    """Adam over the local 1/shard of the parameters at HBM speed (estimate.ADAM_BYTES_PER_PARAM)."""
+    return eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, device.hbm_Bps)
+
+
 def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int) -> ModuleEstimate:
     """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`."""
     if zero not in (0, 3):
@@ -105,7 +110,7 @@ def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int,
         t_rs = collective_s(Collective.REDUCE_SCATTER, graph.params * b, g)
         dp_exposed = m * (max(0.0, t_ag - fwd) + max(0.0, t_ag + t_rs - bwd))
     shard = dp if zero == 3 else 1
-    opt = eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, dev.hbm_Bps)
+    opt = optimizer_s(graph, dev, shard)
     gpu = {k: v * m for k, v in kinds.items()}
     breakdown = {k.value: gpu[k] for k in OpKind} | {"host": host_wait * m, "dp": dp_exposed, "optimizer": opt}
     step = sum(breakdown.values())

@@ -71,20 +71,27 @@ def generate(
     """Write Chakra execution traces of one training step of a plan (the same flags and defaults as
     `distscope estimate`)."""
 
+    from distscope.errors import DistscopeError
     from distscope.report.estimate_table import plan_dict
-    from distscope.trace.builder import build_traces
+    from distscope.report.progress import progress
+    from distscope.trace.builder import build_traces, traced_ranks
     from distscope.trace.chakra_io import write_symmetric, write_traces
     from distscope.trace.from_plan import step_spec
-
-    sc = S.build_scenario(workload, system, plan)
-    from distscope.report.progress import progress
-    from distscope.trace.builder import traced_ranks
+    from distscope.workload.module_graph import is_module_ref
 
     if steps < 1:
-        from distscope.errors import DistscopeError
-
         raise DistscopeError(f"--steps={steps} must be >= 1")
-    step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps, software=sc.software)
+    if is_module_ref(workload.model):
+        from distscope.model.module_cli import module_step
+
+        if steps != 1:
+            raise DistscopeError(f"--steps={steps}: a torch module's step has a flush; one step per trace")
+        step, fields = module_step(workload, system, plan)
+        degrees = step.degrees
+    else:
+        sc = S.build_scenario(workload, system, plan)
+        step = step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=steps, software=sc.software)
+        degrees, fields = sc.plan.degrees(), plan_dict(sc.plan)
     with progress(traced_ranks(step, symmetric), "building traces") as advance:
         traces = build_traces(step, symmetric=symmetric, on_rank=advance)
     from distscope.userfile import check_writable_dir
@@ -101,8 +108,8 @@ def generate(
         "files": len(traces.graphs),
         "nodes": sum(len(g.nodes) for g in traces.graphs.values()),
         "symmetric": symmetric,
-        "plan": sc.plan.degrees(),
-        "plan_fields": plan_dict(sc.plan),
+        "plan": degrees,
+        "plan_fields": fields,
     }
     if as_json:
         sys.stdout.write(json.dumps(summary) + "\n")

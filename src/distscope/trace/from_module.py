@@ -1,0 +1,69 @@
+"""The StepSpec of a traced torch module's data-parallel step (`trace generate --model torch:...`).
+
+One pipeline stage whose layers are the model's top-level children in forward order, each with its ops'
+GPU time per pass (model/module_estimate.op_s); a pass shorter than its ops' host time (model/host.OP_S
+each) is stretched to it, spread over its layers in proportion, as estimate_module charges it. Data
+parallel as the estimator prices it (module_estimate's docstring):
+
+- DDP: the gradients' all-reduce starts with the last micro-batch's backward, but for its last bucket
+  (estimate.DDP_BUCKET_PARAMS) which waits for the backward's end;
+- FSDP (--zero 3): per micro-batch the weights are all-gathered alongside the forward and again alongside
+  the backward, and the gradients reduce-scattered alongside the backward.
+The optimizer's Adam pass follows. `simulate` of these traces and `estimate` of the same flags agree
+(tests/trace/test_from_module.py).
+"""
+
+from __future__ import annotations
+
+from distscope.model import host
+from distscope.model.estimate import DDP_BUCKET_PARAMS
+from distscope.model.module_estimate import op_s, optimizer_s
+from distscope.system.topology import Cluster
+from distscope.trace.builder import CommOp, Group, LayerCost, StageExtras, StepSpec
+from distscope.trace.graph import CollKind
+from distscope.workload.module_graph import ModuleGraph, Phase
+
+
+def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]:
+    """The top-level children as layers: forward and backward time, FLOPs and bytes of one micro-batch."""
+    order: list[str] = []
+    cost: dict[str, dict[Phase, list[float]]] = {}
+    for op in graph.ops:
+        if op.module not in cost:
+            order.append(op.module)
+            cost[op.module] = {p: [0.0, 0.0, 0.0] for p in Phase}
+        c = cost[op.module][op.phase]
+        c[0] += op_s(op, cluster.device, graph)
+        c[1] += op.flops
+        c[2] += op.bytes
+    stretch = {}
+    for p in Phase:
+        gpu = sum(cost[m][p][0] for m in order)
+        n = sum(1 for op in graph.ops if op.phase is p)
+        stretch[p] = max(gpu, n * host.OP_S) / gpu if gpu > 0 else 1.0
+    return tuple(LayerCost(name=m or "root", fwd_s=cost[m][Phase.FORWARD][0] * stretch[Phase.FORWARD],
+                           bwd_s=cost[m][Phase.BACKWARD][0] * stretch[Phase.BACKWARD],
+                           fwd_flops=round(cost[m][Phase.FORWARD][1]), bwd_flops=round(cost[m][Phase.BACKWARD][1]),
+                           fwd_bytes=round(cost[m][Phase.FORWARD][2]), bwd_bytes=round(cost[m][Phase.BACKWARD][2]))
+                 for m in order)
+
+
+def module_step_spec(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, micro_batches: int) -> StepSpec:
+    """One optimizer step of `graph` over `dp` GPUs, DDP (zero 0) or FSDP (zero 3) (module docstring)."""
+    layers = module_layers(graph, cluster)
+    nbytes = round(graph.params * graph.dtype.bytes)
+    opt = optimizer_s(graph, cluster.device, dp if zero == 3 else 1)
+    if dp == 1:
+        extras = StageExtras(optimizer_s=opt)
+    elif zero == 3:
+        shard = CommOp(group=Group.DP, kind=CollKind.ALL_GATHER, size_bytes=nbytes // dp)
+        extras = StageExtras(optimizer_s=opt, mb_gather=(shard,), mb_gather_overlap=True, mb_gather_bwd=(shard,),
+                             mb_reduce_early=(CommOp(group=Group.DP, kind=CollKind.REDUCE_SCATTER, size_bytes=nbytes),))
+    else:
+        late = round(nbytes * min(1.0, DDP_BUCKET_PARAMS / max(graph.params, 1)))
+        early = nbytes - late
+        ar = CollKind.ALL_REDUCE
+        extras = StageExtras(optimizer_s=opt,
+                             grad_early=(CommOp(group=Group.DP, kind=ar, size_bytes=early),) if early else (),
+                             grad_late=(CommOp(group=Group.DP, kind=ar, size_bytes=late),))
+    return StepSpec(dp=dp, micro_batches=micro_batches, stages=(layers,), extras=(extras,))

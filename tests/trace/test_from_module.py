@@ -1,0 +1,48 @@
+"""`trace generate --model torch:...`: a traced module's data-parallel step as Chakra traces, which
+`simulate` prices as `estimate` does (trace/from_module.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ["--model", "torch:examples/modules/resnet.py:resnet50", "--cluster", "dgx-a100"]
+
+
+def _ds(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "distscope", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert (proc.returncode == 0) == ok, proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize(("gpus", "batch", "zero"), [(1, "x:32x3x224x224:bf16", 0), (64, "x:8x3x224x224:bf16", 0),
+                                                     (64, "x:8x3x224x224:bf16", 3)])
+def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, batch: str, zero: int) -> None:
+    flags = [*MODEL, "--gpus", str(gpus), "--input", batch, "--global-batch", "1024", "--zero", str(zero)]
+    gen = json.loads(_ds("trace", "generate", *flags, "--out", str(tmp_path), "--symmetric", "--json").stdout)
+    assert gen["plan_fields"] == {"dp": gpus, "zero": zero, "micro_batches": 1024 // gpus // int(batch[2:].split("x")[0])}
+    sim = json.loads(_ds("simulate", str(tmp_path), "--cluster", "dgx-a100", "--gpus", str(gpus), "--json").stdout)
+    est = json.loads(_ds("estimate", *flags, "--json").stdout)
+    assert sim["step_time_s"] == pytest.approx(est["step_time_s"], rel=0.01)
+    if gpus > 1 and zero == 0:  # the DDP gradient all-reduce is in the trace, and partly exposed
+        assert est["breakdown_s"]["dp"] > 0
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--steps", "2"], "--steps=2"),
+    (["--tp", "2"], "--tp=2: a torch module is planned data-parallel only"),
+    (["--zero", "2"], "--zero=2"),
+    (["--global-batch", "100"], "--global-batch=100 is not a multiple"),
+])
+def test_bad_flags_are_one_line(tmp_path: Path, extra: list[str], match: str) -> None:
+    flags = [*MODEL, "--gpus", "8", "--input", "x:8x3x224x224:bf16", "--global-batch", "1024"]
+    proc = _ds("trace", "generate", *flags, *extra, "--out", str(tmp_path), ok=False)
+    assert match in proc.stderr and "Traceback" not in proc.stderr
