@@ -126,11 +126,17 @@ def test_other_verbs_and_missing_files_are_refused_in_one_line(capsys, tmp_path:
     code, out = _run(capsys, "--model", f"torch:{tmp_path}/none.py:f", "--input", "x:1x3:bf16")
     assert code != 0 and "does not exist" in out
     try:
-        main(["trace", "generate", "--out", str(tmp_path / "t"), "--model", "torch:x.py:f"])
+        main(["explore", "--model", "torch:x.py:f", "--gpus", "8"])
     except SystemExit as exc:
         assert exc.code != 0
     err = capsys.readouterr().err
-    assert "distscope estimate" in err and "distscope plan" in err and len(err.strip().splitlines()) == 1
+    assert "distscope estimate" in err and "distscope trace generate" in err and len(err.strip().splitlines()) == 1
+    try:
+        main(["trace", "generate", "--out", str(tmp_path / "t"), "--model", "torch:x.py:f"])  # it needs the input
+    except SystemExit as exc:
+        assert exc.code != 0
+    err = capsys.readouterr().err
+    assert "--input is required" in err and len(err.strip().splitlines()) == 1
     try:
         main(["plan", "--model", "torch:x.py:f"])  # plan takes modules (search/module_plan.py): it needs the input
     except SystemExit as exc:
