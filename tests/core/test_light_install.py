@@ -23,10 +23,12 @@ from tests.core.test_readme_examples import EXAMPLES, SKIP, SLOW, concrete
 ROOT = Path(__file__).resolve().parents[2]
 # example prefix -> the extra it needs, a regex alternative (its install hint must name it)
 EXTRA_FOR = {
+    "distscope trace generate --model torch:": "torch|chakra",  # before the plain prefix: first match wins
     "distscope trace generate": "chakra",
     "distscope trace capture": "torch",
     "distscope simulate traces/": "chakra",
     "distscope simulate cap/": "chakra",
+    "distscope simulate resnet_traces/": "chakra",
     "distscope measure": "torch",
     "distscope compress": "torch",
     "distscope serve measure": "torch",
