@@ -8,12 +8,16 @@ colliding all-to-all traffic under ECMP, and its cost in wall time.
 - EP-64 all-to-all on 1,024 GPUs with ECMP: the share of NIC bandwidth the step gets, ideal and DCQCN, and
   the fluid run's wall time on one core;
 - a rail-aligned ring all-reduce (DP over one GPU per node, 1,024 GPUs): untouched by congestion control.
-No packet-level reference is in the repository: these are the model's answers, not a validation.
+- against ns-3 (data/reference/ns3_dcqcn): the slowdown of 16 packet-level incast runs (2-16 senders, 1 and
+  10 MB, two ECN threshold settings) as distscope gives it with the same parameters.
 """
 
 from __future__ import annotations
 
 import time
+
+import sys
+from pathlib import Path
 
 from _results import save
 from distscope.comm.collective import Collective
@@ -57,6 +61,15 @@ def main() -> None:
         print(f"{name} ({len(pairs)} flows, {nbytes / 1e6:.0f} MB each, ECMP): NIC share ideal "
               f"{row['none']['nic_share']:.3f}, DCQCN {row['dcqcn']['nic_share']:.3f} "
               f"({row['dcqcn']['wall_s']:.1f} s)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fabric"))
+    from test_dcqcn_ns3 import CASES, _slowdown
+
+    errs = [100 * (_slowdown(v, n, size) / ref - 1) for v, n, size, ref in CASES]
+    out["ns3"] = {"runs": len(errs), "mean_abs_error_pct": sum(abs(e) for e in errs) / len(errs),
+                  "max_abs_error_pct": max(abs(e) for e in errs),
+                  "ns3_slowdown_min": min(r for *_, r in CASES), "ns3_slowdown_max": max(r for *_, r in CASES)}
+    print(f"vs ns-3: {len(errs)} incast runs, slowdown error mean {out['ns3']['mean_abs_error_pct']:.1f}%, max "
+          f"{out['ns3']['max_abs_error_pct']:.1f}%")
     save("dcqcn_incast", out)
 
 

@@ -154,10 +154,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{themis_parity:themis_speedup.astra_min:.2f}-{themis_parity:themis_speedup.astra_max:.2f}x (faster in "
      "{themis_parity:themis_speedup.astra_faster} of {themis_parity:themis_speedup.groups}), distscope's within "
      "{themis_parity:themis_speedup.max_abs_diff:.3f} of it", "`python benchmarks/themis_parity.py`"),
-    ("DCQCN (fluid model) vs the max-min ideal on the dgx-h100 preset fabric: N-to-1 incast; an EP-64 all-to-all "
-     "and a rail-aligned ring all-reduce on 1,024 GPUs with ECMP (no packet-level reference: the model's answers)",
-     "incast 32 x 1 MB {dcqcn_incast:incast.6.slowdown:.2f}x ideal, 32 x 128 MB {dcqcn_incast:incast.8.slowdown:.3f}x, "
-     "2 x 16 MB {dcqcn_incast:incast.1.slowdown:.2f}x; all-to-all NIC share {dcqcn_incast:ep64_all_to_all.none.nic_share:.2f} "
+    ("DCQCN (per-flow reaction-point state machine on fluid queues) against ns-3 packet-level N-to-1 incast runs "
+     "(`data/reference/ns3_dcqcn`: the HPCC ns-3 code ASTRA-sim's ns-3 backend derives from); on the dgx-h100 preset "
+     "fabric: incast, an EP-64 all-to-all and a rail-aligned ring all-reduce on 1,024 GPUs with ECMP",
+     "slowdown vs ns-3 over {dcqcn_incast:ns3.runs} runs (ns-3: {dcqcn_incast:ns3.ns3_slowdown_min:.2f}-"
+     "{dcqcn_incast:ns3.ns3_slowdown_max:.2f}x): mean abs error {dcqcn_incast:ns3.mean_abs_error_pct:.1f}%, max "
+     "{dcqcn_incast:ns3.max_abs_error_pct:.0f}%; at 400 Gb/s: incast 8 x 1 MB {dcqcn_incast:incast.3.slowdown:.2f}x ideal, "
+     "32 x 128 MB {dcqcn_incast:incast.8.slowdown:.3f}x; all-to-all NIC share {dcqcn_incast:ep64_all_to_all.none.nic_share:.2f} "
      "ideal, {dcqcn_incast:ep64_all_to_all.dcqcn.nic_share:.2f} under DCQCN (in "
      "{dcqcn_incast:ep64_all_to_all.dcqcn.wall_s:.0f} s); ring {dcqcn_incast:rail_ring_all_reduce.none.nic_share:.2f} / "
      "{dcqcn_incast:rail_ring_all_reduce.dcqcn.nic_share:.2f}", "`python benchmarks/dcqcn_incast.py`"),
