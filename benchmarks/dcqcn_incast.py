@@ -14,9 +14,8 @@ colliding all-to-all traffic under ECMP, and its cost in wall time.
 
 from __future__ import annotations
 
-import time
-
 import sys
+import time
 from pathlib import Path
 
 from _results import save
