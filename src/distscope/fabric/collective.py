@@ -114,8 +114,7 @@ def step_verdict(fabric: Fabric, router: Router, pairs: Sequence[tuple[int, int]
         return StepVerdict(routing=routing, flows=0, factor=1.0, fabric_s=0.0, hose_s=0.0, fct_s=np.zeros(0), hot=(),
                            events=0, cc=cc)
     links, flows, fracs = route_all(router, pairs, routing, qps=qps, seed=seed)
-    nbytes = flow_bytes
-    sizes = np.full(len(pairs) * qps, nbytes / qps, dtype=float)
+    sizes = np.full(len(pairs) * qps, flow_bytes / qps, dtype=float)
     extra: dict[str, float] = {}
     if cc is CongestionControl.DCQCN:
         run = dcqcn_transfer(links, flows, fracs, sizes, fabric.cap_Bps, fabric.src < fabric.gpus)
@@ -124,7 +123,7 @@ def step_verdict(fabric: Fabric, router: Router, pairs: Sequence[tuple[int, int]
                  "pause_s": float(run.pause_s.max(initial=0.0)), "marked_fraction": run.marked_fraction}
     else:
         res = transfer(links, flows, fracs, sizes, fabric.cap_Bps, fct=fct)
-    ideal = hose_s(fabric, pairs, nbytes)
+    ideal = hose_s(fabric, pairs, flow_bytes)
     util = res.link_bytes / (fabric.cap_Bps * res.makespan_s)
     order = np.argsort(-util)[:top]
     hot = tuple((fabric.link_name(fabric.links[k]), float(util[k])) for k in order if util[k] > 0)
