@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -150,32 +151,37 @@ SUPPORTED = frozenset(_IMPL)
 
 
 def phases(
-    kind: CollKind, spans: tuple[DimSpan, ...], chunk_bytes: float, opt: CollOptimization
+    kind: CollKind, spans: tuple[DimSpan, ...], chunk_bytes: float, opt: CollOptimization,
+    order: Sequence[int] | None = None,
 ) -> list[tuple[int, int, float]]:
-    """(dimension index into `spans`, PhaseOp, data bytes entering the phase) for one chunk."""
+    """(dimension index into `spans`, PhaseOp, data bytes entering the phase) for one chunk. `order`:
+    the chunk's dimensions under Themis (indices into `spans`): reduce-scatter along it and, for an
+    all-reduce, all-gather back in reverse; all-gather along it."""
     k = len(spans)
     out: list[tuple[int, int, float]] = []
     data = chunk_bytes
+
+    def walk(seq: Iterable[int], op: int, data: float) -> float:
+        for i in seq:
+            out.append((i, op, data))
+            data = data / spans[i].size if op == PhaseOp.REDUCE_SCATTER else data * spans[i].size
+        return data
+
     if kind in (CollKind.ALL_REDUCE, CollKind.BARRIER):
+        if order is not None:
+            walk(reversed(order), PhaseOp.ALL_GATHER, walk(order, PhaseOp.REDUCE_SCATTER, data))
+            return out
         if opt is CollOptimization.BASELINE or k == 1:
             return [(i, PhaseOp.ALL_REDUCE, data) for i in range(k)]
-        for i in range(k - 1):
-            out.append((i, PhaseOp.REDUCE_SCATTER, data))
-            data /= spans[i].size
+        data = walk(range(k - 1), PhaseOp.REDUCE_SCATTER, data)
         out.append((k - 1, PhaseOp.ALL_REDUCE, data))
-        for i in reversed(range(k - 1)):
-            out.append((i, PhaseOp.ALL_GATHER, data))
-            data *= spans[i].size
+        walk(reversed(range(k - 1)), PhaseOp.ALL_GATHER, data)
         return out
     if kind in (CollKind.REDUCE_SCATTER, CollKind.REDUCE_SCATTER_BLOCK):
-        for i in range(k):
-            out.append((i, PhaseOp.REDUCE_SCATTER, data))
-            data /= spans[i].size
+        walk(range(k) if order is None else order, PhaseOp.REDUCE_SCATTER, data)
         return out
     if kind is CollKind.ALL_GATHER:
-        for i in reversed(range(k)):
-            out.append((i, PhaseOp.ALL_GATHER, data))
-            data *= spans[i].size
+        walk(reversed(range(k)) if order is None else order, PhaseOp.ALL_GATHER, data)
         return out
     if kind is CollKind.ALL_TO_ALL:
         return [(i, PhaseOp.ALL_TO_ALL, data) for i in range(k)]
@@ -239,11 +245,11 @@ def pipeline_s(chunk_phases: list[list[ChunkPhase]], capacity: int, scf: bool = 
 
 
 def _themis_phases(kind: CollKind, spans: tuple[DimSpan, ...], dims: tuple[NetworkDim, ...], size_bytes: int,
-                   splits: int) -> list[list[tuple[int, int, float]]]:
-    """Per chunk, (index into `spans`, PhaseOp, data bytes entering the phase) in Themis' order
-    (themis.chunk_orders): reduce-scatter in the chunk's order then, for an all-reduce, all-gather back
-    in reverse; Sys::generate_collective's chunking (size // splits, at least one byte per NPU)."""
+                   system: SystemConfig) -> list[list[tuple[int, int, float]]]:
+    """Per chunk, its phases (`phases`) in Themis' dimension order (themis.chunk_orders), with
+    Sys::generate_collective's chunking (size // splits, at least one byte per NPU)."""
     gather = kind is CollKind.ALL_GATHER
+    splits = system.preferred_dataset_splits
     chunk = size_bytes // splits
     total_npus = math.prod(d.npus_count for d in dims)
     if not gather and total_npus > chunk:
@@ -253,25 +259,9 @@ def _themis_phases(kind: CollKind, spans: tuple[DimSpan, ...], dims: tuple[Netwo
     by_dim = {s.dim: i for i, s in enumerate(spans)}
     sizes = [spans[by_dim[d]].size if d in by_dim else 1 for d in range(len(dims))]
     orders = chunk_orders(sizes, [d.bandwidth_Bps for d in dims], chunks, chunk, gather=gather)
-    out = []
-    for nbytes, order in zip(chunks, orders, strict=True):
-        seq = [by_dim[d] for d in order if d in by_dim]
-        data = float(nbytes)
-        ph: list[tuple[int, int, float]] = []
-        if gather:
-            for i in seq:
-                ph.append((i, PhaseOp.ALL_GATHER, data))
-                data *= spans[i].size
-        else:
-            for i in seq:
-                ph.append((i, PhaseOp.REDUCE_SCATTER, data))
-                data /= spans[i].size
-            if kind in (CollKind.ALL_REDUCE, CollKind.BARRIER):
-                for i in reversed(seq):
-                    ph.append((i, PhaseOp.ALL_GATHER, data))
-                    data *= spans[i].size
-        out.append(ph)
-    return out
+    return [phases(kind, spans, float(nbytes), system.collective_optimization,
+                   order=[by_dim[d] for d in order if d in by_dim])
+            for nbytes, order in zip(chunks, orders, strict=True)]
 
 
 def _scf_size(op: int, data: float, n: int) -> float | None:
@@ -301,7 +291,7 @@ def collective_s(
         raise DistscopeError(f"comm_type={kind.value} is not modelled by the ASTRA-sim system layer")
     splits = system.preferred_dataset_splits
     if system.inter_dimension_scheduling is InterDimScheduling.THEMIS and kind is not CollKind.ALL_TO_ALL:
-        per_chunk = _themis_phases(kind, spans, dims, size_bytes, splits)
+        per_chunk = _themis_phases(kind, spans, dims, size_bytes, system)
     else:
         one = phases(kind, spans, size_bytes / splits, system.collective_optimization)
         per_chunk = [one] * splits
