@@ -33,7 +33,7 @@ FabricOpt = Annotated[str | None, typer.Option("--fabric", help="Fabric YAML (se
 ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Cluster preset: device, scale-up level, NIC bandwidth.")]
 GpusOpt = Annotated[int | None, typer.Option("--gpus", "-n", help="GPUs (default: the fabric's, or the preset's).")]
 CcOpt = Annotated[str, typer.Option("--cc", help="Comma list of congestion controls: none (max-min fair rates, the "
-                                    "ideal) and dcqcn (RoCE's DCQCN, fluid model).")]
+                                    "ideal) and dcqcn (RoCE's DCQCN: each flow's rate state machine on fluid queues).")]
 
 
 def describe(f: Fabric) -> dict[str, Any]:

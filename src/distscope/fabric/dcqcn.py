@@ -61,7 +61,8 @@ import math
 import numpy as np
 from scipy.sparse import csc_matrix, csr_matrix
 
-from distscope.errors import DistscopeError, closest
+from distscope.enums import parse_list
+from distscope.errors import DistscopeError
 from distscope.fabric.flows import FlowResult
 
 REF_Bps = 100e9 / 8  # the link rate the default parameters are given for
@@ -71,23 +72,15 @@ DT_MIN = 0.02e-6
 
 class CongestionControl(enum.Enum):
     """`none`: the max-min fair rates a perfect scheme converges to at once (flows.transfer);
-    `dcqcn`: the fluid DCQCN model (this module)."""
+    `dcqcn`: DCQCN's reaction point per flow on fluid queues (this module)."""
 
     NONE = "none"
     DCQCN = "dcqcn"
 
 
 def congestion_controls(text: str) -> list[CongestionControl]:
-    """A comma list of congestion-control names, or one line naming the bad one."""
-    out = []
-    names = [c.value for c in CongestionControl]
-    for part in text.split(","):
-        name = part.strip().lower()
-        if name not in names:
-            raise DistscopeError(f"--cc {part.strip()!r} is not a congestion control{closest(name, names)}; "
-                                 f"choose from {', '.join(names)}")
-        out.append(CongestionControl(name))
-    return out
+    """--cc's comma list of congestion controls."""
+    return parse_list(CongestionControl, text, "--cc", "congestion control")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,7 +128,6 @@ class CcResult:
     max_queue_bytes: np.ndarray  # per link
     pause_s: np.ndarray  # per link: time its queue sat at X_off (PFC pausing its senders)
     marked_fraction: float  # bytes sent while marked, over bytes sent
-    steps: int
 
 
 def red(q: np.ndarray, kmin: np.ndarray, kmax: np.ndarray, pmax: float) -> np.ndarray:
@@ -154,8 +146,7 @@ def _flow_min(values: np.ndarray, at: csr_matrix, has_route: np.ndarray) -> np.n
 
 
 def dcqcn_transfer(links: np.ndarray, flows: np.ndarray, fracs: np.ndarray, sizes_bytes: np.ndarray,
-                   cap_Bps: np.ndarray, nic_link: np.ndarray, params: DcqcnParams | None = None,
-                   dt_fixed: float = 0.0) -> CcResult:
+                   cap_Bps: np.ndarray, nic_link: np.ndarray, params: DcqcnParams | None = None) -> CcResult:
     """Run flows of `sizes_bytes`, all starting at 0 at line rate, under DCQCN to completion.
 
     Routes are COO triplets (links, flows, fracs) as for flows.transfer; `nic_link[l]` marks the links
@@ -218,9 +209,9 @@ def dcqcn_transfer(links: np.ndarray, flows: np.ndarray, fracs: np.ndarray, size
         x *= _flow_min(hold, at, has_route)
         arr = a @ x
         # the step: a queue moves at most an eighth of the RED band per step (incast onsets take small
-        # steps, steady states large ones), never past τ/10 (the rate dynamics' time scale)
+        # steps, steady states large ones), never past τ/2 (every cut check is its own step)
         excess = float(np.where(switch, arr - cap, 0.0).max(initial=0.0))
-        dt_s = dt_fixed or float(np.clip(band / excess if excess > 0 else dt_max, DT_MIN, dt_cap))
+        dt_s = float(np.clip(band / excess if excess > 0 else dt_max, DT_MIN, dt_cap))
         pause += np.where(switch & (q >= xoff) & (over < 1.0), dt_s, 0.0)
         q = np.where(switch, np.maximum(q + (arr - cap) * dt_s, 0.0), 0.0)
         qmax = np.maximum(qmax, q)
@@ -287,4 +278,4 @@ def dcqcn_transfer(links: np.ndarray, flows: np.ndarray, fracs: np.ndarray, size
     res = FlowResult(finish_s=finish, link_bytes=link_bytes, makespan_s=float(np.nanmax(finish, initial=0.0)),
                      events=step)
     return CcResult(flows=res, max_queue_bytes=qmax, pause_s=pause,
-                    marked_fraction=marked / total if total > 0 else 0.0, steps=step)
+                    marked_fraction=marked / total if total > 0 else 0.0)

@@ -25,7 +25,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from distscope.errors import DistscopeError, closest
+from distscope.enums import parse_list
+from distscope.errors import DistscopeError
 from distscope.fabric.spec import Fabric, Plane
 
 _MASK = (1 << 64) - 1
@@ -159,11 +160,5 @@ def route_all(router: Router, pairs: Sequence[tuple[int, int]], policy: Routing,
 
 
 def policies(text: str) -> list[Routing]:
-    names = {r.value: r for r in Routing}
-    out = []
-    for w in text.split(","):
-        key = w.strip().lower()
-        if key not in names:
-            raise DistscopeError(f"--routing {w!r} is not a policy{closest(key, names)}; choose from {', '.join(names)}")
-        out.append(names[key])
-    return out
+    """--routing's comma list of policies."""
+    return parse_list(Routing, text, "--routing", "policy")

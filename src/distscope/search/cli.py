@@ -63,7 +63,7 @@ def plan_cmd(
     routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
     seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
     cc: Annotated[str, typer.Option("--cc", help="With --fabric: congestion control, none (max-min fair rates) or "
-                                    "dcqcn (RoCE's, fluid model).")] = "none",
+                                    "dcqcn (RoCE's: each flow's rate state machine on fluid queues).")] = "none",
     report: Annotated[str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")] = None,
     framework: Annotated[str | None, typer.Option("--framework", help="Search only plans this framework runs: megatron, torchtitan or any (no framework's limits; default: the --software preset's framework, else megatron).")] = None,
     write_sharding: Annotated[str | None, typer.Option("--write-sharding", help="With --model dlrm:...: write the "

@@ -119,7 +119,7 @@ def simulate(
     routing: Annotated[str, typer.Option("--routing", help="With --fabric: ecmp, spray or adaptive.")] = "ecmp",
     seed: Annotated[int, typer.Option("--seed", help="With --fabric: the ECMP hash seed.")] = 0,
     cc: Annotated[str, typer.Option("--cc", help="With --fabric: congestion control, none (max-min fair rates) or "
-                                    "dcqcn (RoCE's, fluid model).")] = "none",
+                                    "dcqcn (RoCE's: each flow's rate state machine on fluid queues).")] = "none",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     timeline: Annotated[
         Path | None,
