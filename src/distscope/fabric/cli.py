@@ -133,7 +133,7 @@ def collective_cmd(
     print(f"{'routing':>9} {'cc':>6} {'NIC share':>10} {'(worst seed)':>12} {'time s':>10} {'busbw GB/s':>11} "
           f"{'max queue KB':>12}  hottest link")
     for r in rows:
-        hot = f"{r['hot'][0][0]} {r['hot'][0][1]:.0%}" if r["hot"] else "-"
+        hot = _hottest(r)
         print(f"{r['routing']:>9} {r['cc']:>6} {r['nic_share']:>10.3f} {r['nic_share_min']:>12.3f} {r['time_s']:>10.4g} "
               f"{r['busbw_GBps']:>11.2f} {r['max_queue_bytes'] / 1e3:>12.0f}  {hot}")
 
@@ -151,10 +151,17 @@ def _row(f: Fabric, c: Cluster, coll: Collective, size: float, group: tuple[int,
                            "max_queue_bytes": max(v.max_queue_bytes for v in vs), "pause_s": max(v.pause_s for v in vs),
                            "hot": [list(h) for h in vs[0].hot]}
     if not np.isnan(vs[0].fct_s).all() and len(vs[0].fct_s):
-        fc = vs[0].fct_s / vs[0].hose_s
-        row["fct_over_hose"] = {"p50": float(np.percentile(fc, 50)), "p99": float(np.percentile(fc, 99)),
-                                "max": float(fc.max())}
+        row["fct_over_hose"] = _percentiles(vs[0].fct_s / vs[0].hose_s)
     return row
+
+
+def _percentiles(x: np.ndarray) -> dict[str, float]:
+    return {"p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)), "max": float(x.max())}
+
+
+def _hottest(row: dict[str, Any]) -> str:
+    """A result row's hottest link and its utilization, for the table."""
+    return f"{row['hot'][0][0]} {row['hot'][0][1]:.0%}" if row["hot"] else "-"
 
 
 @app.command("incast")
@@ -183,10 +190,8 @@ def incast_cmd(
     rows: list[dict[str, Any]] = []
     for control in congestion_controls(cc):
         v = step_verdict(f, router, pairs, pols[0], fct=True, cc=control, flow_bytes=size)
-        fct = v.fct_s / v.hose_s
         rows.append({"cc": control.value, "time_s": v.fabric_s, "ideal_s": v.hose_s, "slowdown": v.fabric_s / v.hose_s,
-                     "fct_over_ideal": {"p50": float(np.percentile(fct, 50)), "p99": float(np.percentile(fct, 99)),
-                                        "max": float(fct.max())},
+                     "fct_over_ideal": _percentiles(v.fct_s / v.hose_s),
                      "max_queue_bytes": v.max_queue_bytes, "pause_s": v.pause_s, "marked_fraction": v.marked_fraction,
                      "hot": [list(h) for h in v.hot[:3]]})
     if as_json:
@@ -198,7 +203,7 @@ def incast_cmd(
     print(f"{'cc':>6} {'time ms':>9} {'x ideal':>8} {'FCT p50':>8} {'p99':>6} {'max queue KB':>12} {'PFC pause ms':>12} "
           f"{'ECN marked':>10}  hottest link")
     for r in rows:
-        hot = f"{r['hot'][0][0]} {r['hot'][0][1]:.0%}" if r["hot"] else "-"
+        hot = _hottest(r)
         fc = r["fct_over_ideal"]
         print(f"{r['cc']:>6} {r['time_s'] * 1e3:>9.4g} {r['slowdown']:>8.3f} {fc['p50']:>8.3f} {fc['p99']:>6.3f} "
               f"{r['max_queue_bytes'] / 1e3:>12.0f} {r['pause_s'] * 1e3:>12.3g} {r['marked_fraction']:>10.3f}  {hot}")
