@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from distscope import scenario as S
 
 if TYPE_CHECKING:
+    from distscope.system.topology import Cluster
     from distscope.trace.builder import StepSpec
     from distscope.workload.module_graph import InputSpec, ModuleGraph
 
@@ -33,6 +34,16 @@ def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) ->
                              "installed: pip install 'distscope[torch]'") from None
     if workload.mtp_layers is not None or workload.seq is not None:
         raise DistscopeError("--seq and --mtp-layers are for transformer models; a torch module is shaped by --input")
+
+
+def _dp(plan: S.PlanFlags, cluster: Cluster) -> int:
+    """--dp, every GPU by default, or one line when it is not 1..--gpus."""
+    from distscope.errors import DistscopeError
+
+    dp = cluster.num_gpus if plan.dp is None else plan.dp
+    if dp < 1 or dp > cluster.num_gpus:
+        raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
+    return dp
 
 
 def _traced(workload: S.WorkloadFlags, inputs: tuple[InputSpec, ...], device_name: str, *,
@@ -65,7 +76,6 @@ def module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFla
 def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                         other: bool) -> None:
     """`estimate --model torch:FILE.py:FACTORY --input ...`: model/module_estimate.estimate_module."""
-    from distscope.errors import DistscopeError
     from distscope.model.module_estimate import estimate_module
     from distscope.report.console import breakdown_table, out, print_json
     from distscope.workload.module_graph import parse_inputs
@@ -73,9 +83,7 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     _module_checks(workload, plan, other)
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
-    dp = cluster.num_gpus if plan.dp is None else plan.dp
-    if dp < 1 or dp > cluster.num_gpus:
-        raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
+    dp = _dp(plan, cluster)
     graph = _traced(workload, inputs, cluster.device.name, inference=False)
     name = graph.name
     est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
@@ -96,24 +104,16 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
 def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[StepSpec, dict[str, int]]:
     """`trace generate --model torch:...`: the StepSpec of the module's data-parallel step
     (trace/from_module.py) and its plan fields, from the same flags and checks as its estimate."""
-    from distscope.errors import DistscopeError
+    from distscope.model.module_estimate import micro_batch_count
     from distscope.trace.from_module import module_step_spec
     from distscope.workload.module_graph import parse_inputs
 
     _module_checks(workload, plan, False)
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
-    dp = cluster.num_gpus if plan.dp is None else plan.dp
-    zero = plan.zero or 0
-    if dp < 1 or dp > cluster.num_gpus or zero not in (0, 3):
-        raise DistscopeError(f"--dp={dp} --zero={zero}: need dp in 1..{cluster.num_gpus} (--gpus) and zero 0 (DDP) "
-                             "or 3 (FSDP)")
-    per_step = inputs[0].shape[0] * dp
-    if workload.global_batch % per_step:
-        raise DistscopeError(f"--global-batch={workload.global_batch} is not a multiple of micro-batch "
-                             f"{inputs[0].shape[0]} (the --input's leading dim) x dp {dp} = {per_step}")
+    dp, zero = _dp(plan, cluster), plan.zero or 0
+    m = micro_batch_count(inputs[0].shape[0], dp=dp, zero=zero, global_batch=workload.global_batch)  # before tracing
     graph = _traced(workload, inputs, cluster.device.name, inference=False)
-    m = workload.global_batch // per_step
     return module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m), {"dp": dp, "zero": zero,
                                                                                   "micro_batches": m}
 

@@ -78,15 +78,21 @@ def optimizer_s(graph: ModuleGraph, device: Device, shard: int) -> float:
     return eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, device.hbm_Bps)
 
 
-def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int) -> ModuleEstimate:
-    """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`."""
+def micro_batch_count(micro_batch: int, *, dp: int, zero: int, global_batch: int) -> int:
+    """Micro-batches per step of a data-parallel module step (DDP or FSDP), or one line on a bad --zero or
+    a global batch that the micro-batch (the --input's leading dim) times dp does not divide."""
     if zero not in (0, 3):
         raise DistscopeError(f"--zero={zero}: a torch module is trained with DDP (--zero 0) or FSDP (--zero 3)")
-    per_step = graph.micro_batch * dp
+    per_step = micro_batch * dp
     if global_batch % per_step:
-        raise DistscopeError(f"--global-batch={global_batch} is not a multiple of micro-batch {graph.micro_batch} "
+        raise DistscopeError(f"--global-batch={global_batch} is not a multiple of micro-batch {micro_batch} "
                              f"(the --input's leading dim) x dp {dp} = {per_step}")
-    m = global_batch // per_step
+    return global_batch // per_step
+
+
+def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int) -> ModuleEstimate:
+    """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`."""
+    m = micro_batch_count(graph.micro_batch, dp=dp, zero=zero, global_batch=global_batch)
     dev = cluster.device
     kinds = {k: 0.0 for k in OpKind}
     passes = {p: 0.0 for p in Phase}

@@ -28,6 +28,7 @@ def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]
     """The top-level children as layers: forward and backward time, FLOPs and bytes of one micro-batch."""
     order: list[str] = []
     cost: dict[str, dict[Phase, list[float]]] = {}
+    n_ops = dict.fromkeys(Phase, 0)
     for op in graph.ops:
         if op.module not in cost:
             order.append(op.module)
@@ -36,11 +37,11 @@ def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]
         c[0] += op_s(op, cluster.device, graph)
         c[1] += op.flops
         c[2] += op.bytes
+        n_ops[op.phase] += 1
     stretch = {}
     for p in Phase:
         gpu = sum(cost[m][p][0] for m in order)
-        n = sum(1 for op in graph.ops if op.phase is p)
-        stretch[p] = max(gpu, n * host.OP_S) / gpu if gpu > 0 else 1.0
+        stretch[p] = max(gpu, n_ops[p] * host.OP_S) / gpu if gpu > 0 else 1.0
     return tuple(LayerCost(name=m or "root", fwd_s=cost[m][Phase.FORWARD][0] * stretch[Phase.FORWARD],
                            bwd_s=cost[m][Phase.BACKWARD][0] * stretch[Phase.BACKWARD],
                            fwd_flops=round(cost[m][Phase.FORWARD][1]), bwd_flops=round(cost[m][Phase.BACKWARD][1]),
