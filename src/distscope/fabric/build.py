@@ -38,6 +38,7 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.fabric.direct import dragonfly, torus
 from distscope.fabric.spec import Fabric, Link, Plane, node_index
+from distscope.fabric.wiring import Wiring
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.userfile import check_keys as _check_keys
@@ -106,7 +107,7 @@ def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
         raise DistscopeError(f"{where}: {leaves} leaves per plane need spines with more than radix={radix} ports "
                              f"(a two-tier Clos of radix {radix} holds {radix * down} GPUs at this oversubscription; "
                              "tiers: 3 holds more)")
-    w = _Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
+    w = Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
     node, cable = w.node, w.cable
 
     for p in range(planes):
@@ -121,27 +122,6 @@ def rail_clos(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
                 for sp in spines:
                     cable(lf, sp)
     return w.fabric(name, gpus, domain)
-
-
-class _Wiring:
-    """A generated fabric's node names and cables: GPUs, then the scale-up switches, then what node() adds."""
-
-    def __init__(self, gpus: int, up_names: list[str], up_links: list[Link], port_Bps: float, latency_s: float) -> None:
-        self.names = [f"gpu{g}" for g in range(gpus)] + up_names
-        self.links = list(up_links)
-        self.port_Bps, self.latency_s = port_Bps, latency_s
-
-    def node(self, label: str) -> int:
-        self.names.append(label)
-        return len(self.names) - 1
-
-    def cable(self, a: int, b: int) -> None:
-        """A scale-out cable: a directed link each way at the port rate."""
-        self.links.extend((Link(src=a, dst=b, bw_Bps=self.port_Bps, latency_s=self.latency_s, plane=Plane.OUT),
-                           Link(src=b, dst=a, bw_Bps=self.port_Bps, latency_s=self.latency_s, plane=Plane.OUT)))
-
-    def fabric(self, name: str, gpus: int, domain: int) -> Fabric:
-        return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(self.names), links=tuple(self.links))
 
 
 def _rail_leaf(g: int, domain: int, rails: int) -> tuple[int, int]:
@@ -165,7 +145,7 @@ def _three_tier(name: str, gpus: int, domain: int, up_names: list[str], up_links
     if pods > radix:
         raise DistscopeError(f"{where}: {pods} pods need cores with more than radix={radix} ports (a three-tier "
                              f"Clos of radix {radix} holds {radix * rails * pod_rail_gpus} GPUs here)")
-    w = _Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
+    w = Wiring(gpus, up_names, up_links, nic_GBps * 1e9 / planes, latency_s)
     node, cable = w.node, w.cable
 
     leaves_per_pod = rails * per_rail_pod

@@ -34,28 +34,12 @@ import math
 from typing import Any
 
 from distscope.errors import DistscopeError
-from distscope.fabric.spec import Fabric, Link, Plane
+from distscope.fabric.spec import Fabric, Link
+from distscope.fabric.wiring import Wiring
 from distscope.userfile import check_keys, int_field, num_field
 
 TORUS_KEYS = ("dims", "gpus_per_router", "link_GBps", "nic_GBps", "latency_us")
 DRAGONFLY_KEYS = ("p", "a", "h", "groups", "nic_GBps", "local_GBps", "global_GBps", "latency_us")
-
-
-class _Net:
-    """Node names and cables of a direct network (GPUs and scale-up switches first)."""
-
-    def __init__(self, gpus: int, up_names: list[str], up_links: list[Link], latency_s: float) -> None:
-        self.names = [f"gpu{g}" for g in range(gpus)] + up_names
-        self.links = list(up_links)
-        self.latency_s = latency_s
-
-    def node(self, label: str) -> int:
-        self.names.append(label)
-        return len(self.names) - 1
-
-    def cable(self, a: int, b: int, gbps: float) -> None:
-        for s, d in ((a, b), (b, a)):
-            self.links.append(Link(src=s, dst=d, bw_Bps=gbps * 1e9, latency_s=self.latency_s, plane=Plane.OUT))
 
 
 def torus(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], raw: dict[str, Any],
@@ -71,19 +55,19 @@ def torus(name: str, gpus: int, domain: int, up_names: list[str], up_links: list
         raise DistscopeError(f"{where}: dims {dims} x gpus_per_router {per} = {routers * per} GPUs, but gpus={gpus}")
     link = num_field(raw, "link_GBps", where)
     nic = num_field(raw, "nic_GBps", where, link)
-    net = _Net(gpus, up_names, up_links, num_field(raw, "latency_us", where, 0.5, positive=False) * 1e-6)
+    net = Wiring(gpus, up_names, up_links, nic * 1e9, num_field(raw, "latency_us", where, 0.5, positive=False) * 1e-6)
     coords = list(itertools.product(*(range(d) for d in dims)))
     rid = {c: net.node("r" + "_".join(map(str, c))) for c in coords}
     for g in range(gpus):
-        net.cable(g, rid[coords[g // per]], nic)
+        net.cable(g, rid[coords[g // per]])
     for c in coords:
         for axis, size in enumerate(dims):
             if size < 2 or (size == 2 and c[axis] == 1):
                 continue  # no neighbour, or the pair's one cable already laid from coordinate 0
             nxt = list(c)
             nxt[axis] = (c[axis] + 1) % size
-            net.cable(rid[c], rid[tuple(nxt)], link)
-    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(net.names), links=tuple(net.links))
+            net.cable(rid[c], rid[tuple(nxt)], link * 1e9)
+    return net.fabric(name, gpus, domain)
 
 
 def dragonfly(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], raw: dict[str, Any],
@@ -99,18 +83,18 @@ def dragonfly(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
     glob = num_field(raw, "global_GBps", where)
     local = num_field(raw, "local_GBps", where, glob)
     nic = num_field(raw, "nic_GBps", where, local)
-    net = _Net(gpus, up_names, up_links, num_field(raw, "latency_us", where, 0.5, positive=False) * 1e-6)
+    net = Wiring(gpus, up_names, up_links, nic * 1e9, num_field(raw, "latency_us", where, 0.5, positive=False) * 1e-6)
     router = [[net.node(f"g{i}.r{j}") for j in range(a)] for i in range(g)]
     for gpu in range(gpus):
         i, rest = divmod(gpu, p * a)
-        net.cable(gpu, router[i][rest // p], nic)
+        net.cable(gpu, router[i][rest // p])
     for grp in router:
         for x, y in itertools.combinations(grp, 2):
-            net.cable(x, y, local)
+            net.cable(x, y, local * 1e9)
     replicas = (a * h) // (g - 1)
     for r in range(replicas):
         for i, t in itertools.combinations(range(g), 2):
             port_i = r * (g - 1) + (t - 1)  # t > i: the targets of group i skip i itself
             port_t = r * (g - 1) + i
-            net.cable(router[i][port_i // h], router[t][port_t // h], glob)
-    return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(net.names), links=tuple(net.links))
+            net.cable(router[i][port_i // h], router[t][port_t // h], glob * 1e9)
+    return net.fabric(name, gpus, domain)
