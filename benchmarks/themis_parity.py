@@ -10,38 +10,28 @@ count as matched when the prediction falls inside their range (the error then is
 
 from __future__ import annotations
 
-import csv
-import re
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from _results import save
-from distscope.sim.astra_collective import DimSpan, collective_s
-from distscope.sim.astra_config import read_network, read_system
-from distscope.trace.graph import CollKind
 
-REF = Path(__file__).resolve().parents[1] / "data" / "reference" / "astra_sim_themis"
-
-
-def predict_ns(row: dict[str, str]) -> float:
-    net = read_network(REF / "configs" / row["network"])
-    system = read_system(REF / "configs" / row["system"], len(net.dims))
-    spans = tuple(DimSpan(dim=i, size=d.npus_count) for i, d in enumerate(net.dims))
-    return collective_s(CollKind[row["collective"]], int(row["comm_size_bytes"]), spans, net.dims, system, False) * 1e9
+# the reference rows, the prediction and the NPUs' finish range: the parity test's own (one reading)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sim"))
+from test_themis_parity import ROWS, _predict_ns, _range_ns
 
 
 def error(row: dict[str, str], got: float) -> float:
-    m = re.search(r"min=(\d+);max=(\d+)", row["status"])
-    lo, hi = (float(m.group(1)), float(m.group(2))) if m else (float(row["finish_ns"]),) * 2
+    """Relative distance of `got` to ASTRA-sim's finish range (0 inside it)."""
+    lo, hi = _range_ns(row)
     return 0.0 if lo <= got <= hi else (got - (lo if got < lo else hi)) / (lo if got < lo else hi)
 
 
 def main() -> None:
-    rows = [r for r in csv.DictReader((REF / "themis_reference.csv").open())
-            if r["backend"] == "congestion_unaware" and r["inter_dim"] in ("ascending", "themis")]
+    rows = ROWS
     t0 = time.perf_counter()
-    got = {r["case"]: predict_ns(r) for r in rows}
+    got = {r["case"]: _predict_ns(r) for r in rows}
     wall = time.perf_counter() - t0
     pairs: dict[str, list[float]] = {}
     for r in rows:
