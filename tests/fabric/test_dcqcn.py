@@ -30,12 +30,12 @@ from distscope.system.presets import get_cluster
 C = 50e9  # B/s, a 400 Gb/s port
 
 
-def _incast(n: int, size: float) -> tuple[np.ndarray, ...]:
-    """n senders, each on its own NIC link (0..n-1), into one switch port (link n)."""
+def _incast(n: int, size: float, cap_Bps: float = C) -> tuple[np.ndarray, ...]:
+    """n senders, each on its own NIC link (0..n-1), into one switch port (link n), all links at cap_Bps."""
     links = np.array(list(range(n)) + [n] * n)
     flows = np.array(list(range(n)) * 2)
     nic = np.array([True] * n + [False])
-    return links, flows, np.ones(2 * n), np.full(n, size), np.full(n + 1, C), nic
+    return links, flows, np.ones(2 * n), np.full(n, size), np.full(n + 1, cap_Bps), nic
 
 
 def test_a_lone_flow_runs_at_line_rate() -> None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from distscope.fabric.dcqcn import DcqcnParams, dcqcn_transfer
+
+sys.path.insert(0, str(Path(__file__).parent))  # for the benchmark too, which imports this file
+from test_dcqcn import _incast
 
 REF = Path(__file__).resolve().parents[2] / "data" / "reference" / "ns3_dcqcn"
 C = 100e9 / 8
@@ -34,10 +38,7 @@ def _cases() -> list[tuple[str, int, float, float]]:
 
 
 def _slowdown(variant: str, n: int, size: float) -> float:
-    links = np.array(list(range(n)) + [n] * n)
-    flows = np.array(list(range(n)) * 2)
-    nic = np.array([True] * n + [False])
-    res = dcqcn_transfer(links, flows, np.ones(2 * n), np.full(n, size), np.full(n + 1, C), nic, PARAMS[variant])
+    res = dcqcn_transfer(*_incast(n, size, C), PARAMS[variant])
     return res.flows.makespan_s / (n * size / C)
 
 
