@@ -217,22 +217,18 @@ def algorithms(
 
     from distscope.compress.launch import run_gloo
     from distscope.measure.algo_choice import table_worker
+    from distscope.measure.sweep import SweepConfig
     from distscope.report.console import out as console
     from distscope.userfile import write_text
 
     if not 1 < nproc <= 64:
         raise DistscopeError(f"nproc={nproc} must be in 2..64 (a collective needs two ranks)")
-    if min_bytes < 4 or max_bytes < min_bytes or steps < 2:
-        raise DistscopeError(f"min_bytes={min_bytes}, max_bytes={max_bytes}, steps={steps}: need 4 <= min <= max "
-                             "and steps >= 2")
-    if iters < 1:
-        raise DistscopeError(f"iters={iters} must be >= 1")
+    if min_bytes < 4:
+        raise DistscopeError(f"min_bytes={min_bytes}, max_bytes={max_bytes}: need min >= 4 (one float32 element)")
     if out is not None and out.suffix != ".json":
         raise DistscopeError(f"out={str(out)!r} must end in .json")
-    sizes, size = [], min_bytes
-    while size <= max_bytes:
-        sizes.append(size)
-        size *= steps
+    # the collectives sweep's own size range and checks (min <= max, steps >= 2, iters >= 1)
+    sizes = list(SweepConfig(min_bytes=min_bytes, max_bytes=max_bytes, step_factor=steps, iters=iters).sizes())
     try:
         table = run_gloo(table_worker, nproc, sizes, iters, timeout_s=timeout_s)
     except RuntimeError as exc:
