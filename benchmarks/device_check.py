@@ -11,11 +11,14 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   measured steps (module_runs.csv beside the data).
 - Codec: distscope's int8 / int4 quantizer (compress/quantize.py, eager torch) against the throughput
   the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
+- Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
+  streaming rate) against torch.nn.EmbeddingBag, where the session measured it.
+- FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured.
 - Captures: `simulate` of each captured job (trace capture, on the GPU and on the same host's CPU cores)
   against the job's own unprofiled step; the 2-rank CPU capture scaled to 8 ranks (`--dp 8`).
-Writes benchmarks/results/device_check.json.
+Writes benchmarks/results/device_check_<gpu>.json per session (benchmarks/_device.py lists them).
 
-    python benchmarks/device_check.py [--data data/device/nvidia-h200-2026-11-26]
+    python benchmarks/device_check.py [--data data/device/nvidia-h100-2026-11-26]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from _device import Host, host, sessions
 from _results import save
 from distscope.compress.spec import GPU_QUANT_GBps
 from distscope.dtypes import DType
@@ -40,7 +44,6 @@ from distscope.trace.capture_files import postprocess
 from distscope.validate.module_rows import predict_file
 
 REPO = Path(__file__).resolve().parents[1]
-DEVICE = "h200-sxm-141gb"  # the distscope device key of the GPU that ran data/device/nvidia-h200-*
 
 
 def _stats(errs: list[float]) -> dict[str, float]:
@@ -53,8 +56,8 @@ def _pct(model: float, measured: float) -> float:
     return 100.0 * (model / measured - 1.0)
 
 
-def gemm(kernels: dict[str, Any]) -> dict[str, Any]:
-    dev = get_device(DEVICE)
+def gemm(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
+    dev = get_device(h.device)
     out: dict[str, Any] = {}
     for dt_name, g in kernels["gemm"].items():
         dt = DType(dt_name)
@@ -74,8 +77,8 @@ def gemm(kernels: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def attention(kernels: dict[str, Any]) -> dict[str, Any]:
-    dev = get_device(DEVICE)
+def attention(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
+    dev = get_device(h.device)
     out: dict[str, Any] = {}
     for dt_name, by_mask in kernels["attention"].items():
         dt = DType(dt_name)
@@ -92,8 +95,8 @@ def attention(kernels: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def grouped(probe: dict[str, Any]) -> dict[str, Any]:
-    dev = get_device(DEVICE)
+def grouped(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+    dev = get_device(h.device)
     dt = DType.BF16
     ceiling = kernel_data.gemm_ceiling(dev.name, dt)
     rows = [r for r in probe["grouped_gemm"]["rows"] if "grouped_tflops" in r]
@@ -140,6 +143,33 @@ def codec(probe: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def embedding(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+    """The lookup forward as model/embedding_cost.py prices it (its bytes for the bag, fp32 rows, at the
+    analytic HBM rate: efficiency.elementwise_s on a device without a measured table) against
+    torch.nn.EmbeddingBag (sum). FBGEMM's TBE, which TorchRec runs, was not installed there."""
+    dev = get_device(h.device)
+    rows = []
+    for r in probe["embedding_bag"]["rows"]:
+        model_s = eff.elementwise_s(dev, r["fwd_model_bytes"], 1)
+        rows.append({"dim": r["dim"], "pooling": r["pooling"], "measured_fwd_us": round(r["fwd_s"] * 1e6, 1),
+                     "model_fwd_us": round(model_s * 1e6, 1), "error_pct": round(_pct(model_s, r["fwd_s"]), 1),
+                     "measured_GBps_model_bytes": round(r["fwd_GBps_model_bytes"])})
+    big = [r["error_pct"] for r in rows if r["pooling"] >= 16 and r["dim"] >= 32]
+    summary = {"all": _stats([r["error_pct"] for r in rows]), "pooling_ge_16_dim_ge_32": _stats(big)}
+    return {"summary": summary, "rows": rows}
+
+
+def fp8_scaling(probe: dict[str, Any]) -> dict[str, Any]:
+    """Each recipe's GEMM throughput over the per-tensor one (and bf16's), median and range over the shapes."""
+    rows = probe["fp8_scaling"]["rows"]
+    recipes = sorted({k[:-7] for r in rows for k in r if k.endswith("_tflops") and k != "tensorwise_tflops"})
+    ratios = {name: [r[f"{name}_tflops"] / r["tensorwise_tflops"] for r in rows if f"{name}_tflops" in r]
+              for name in recipes}
+    return {"median_over_tensorwise": {k: round(statistics.median(v), 3) for k, v in ratios.items() if v},
+            "range_over_tensorwise": {k: [round(min(v), 3), round(max(v), 3)] for k, v in ratios.items() if v},
+            "rows": rows}
+
+
 def _simulate(cap: Path, *args: str) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, "-m", "distscope", "simulate", str(cap), "--json", *args], capture_output=True,
                           text=True, cwd=REPO, timeout=600)
@@ -148,7 +178,7 @@ def _simulate(cap: Path, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def captures(data: Path) -> dict[str, Any]:
+def captures(data: Path, h: Host) -> dict[str, Any]:
     out: dict[str, Any] = {"gpu": [], "cpu": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -157,7 +187,7 @@ def captures(data: Path) -> dict[str, Any]:
         for cap in sorted(p for p in root.iterdir() if p.is_dir()):
             postprocess(cap, convert=False)
             gpu = cap.name.startswith("gpu_")
-            res = _simulate(cap, *(("--cluster", "dgx-h200", "--gpus", "8") if gpu else
+            res = _simulate(cap, *(("--cluster", h.cluster, "--gpus", "8") if gpu else
                                    ("--profile", str(root / "cpu_profile8.json"))))
             summary = json.loads((cap / "capture.json").read_text())
             row = {"capture": cap.name, "unprofiled_step_s": round(res["measured_step_s"], 5),
@@ -183,36 +213,49 @@ def captures(data: Path) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=REPO / "data/device/nvidia-h200-2026-11-26")
-    args = ap.parse_args()
-    kernels = json.loads((args.data / "kernels.json").read_text())["kernels"]
-    probe = json.loads((args.data / "probe.json").read_text())
-    result: dict[str, Any] = {"data": str(args.data.relative_to(REPO)), "device": kernels["device"],
+def check(data: Path) -> None:
+    h = host(data)
+    print(f"== {data.name} ({h.device})")
+    kernels = json.loads((data / "kernels.json").read_text())["kernels"]
+    probe = json.loads((data / "probe.json").read_text())
+    result: dict[str, Any] = {"data": str(data.relative_to(REPO)), "device": kernels["device"],
                               "source": kernels["source"]}
-    result["gemm"] = gemm(kernels)
+    result["gemm"] = gemm(kernels, h)
     for dt, s in result["gemm"].items():
         print(f"GEMM {dt}: model vs measured over {s['all']['n']} shapes: mean |err| {s['all']['mean_abs_pct']}%, "
               f"max {s['all']['max_abs_pct']}%, signed mean {s['all']['signed_mean_pct']}% (all dims >= 1024: "
               f"{s['all_dims_ge_1024']['mean_abs_pct']}%); best measured {s['measured_best_tflops']} vs ceiling "
               f"{s['model_ceiling_tflops']} TFLOP/s")
-    result["attention"] = attention(kernels)
+    result["attention"] = attention(kernels, h)
     for key, s in result["attention"].items():
         if key.startswith("bf16"):
             print(f"attention {key}: mean |err| {s['mean_abs_pct']}%, signed {s['signed_mean_pct']}%")
-    result["grouped_gemm"] = grouped(probe)
+    result["grouped_gemm"] = grouped(probe, h)
     g = result["grouped_gemm"]
     print(f"grouped GEMM (bf16 torch._grouped_mm, {g['model_vs_grouped_mm']['n']} shapes): model mean |err| "
           f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
           f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
+    if "embedding_bag" in probe:
+        result["embedding_bag"] = embedding(probe, h)
+        print(f"embedding lookups: {result['embedding_bag']['summary']}")
+    if "fp8_scaling" in probe:
+        result["fp8_scaling"] = fp8_scaling(probe)
+        print(f"fp8 scaling recipes (median throughput / per-tensor): {result['fp8_scaling']['median_over_tensorwise']}")
     print("modules (ResNet training steps, bf16):")
-    result["modules"] = modules(args.data)
+    result["modules"] = modules(data)
     result["codec"] = codec(probe)
     print(f"codec: {result['codec']}")
     print("captures (simulate vs the job's own unprofiled step):")
-    result["captures"] = captures(args.data)
-    save("device_check", result)
+    result["captures"] = captures(data, h)
+    save(f"device_check_{h.short.lower()}", result)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, action="append", help="a session folder (default: every one)")
+    args = ap.parse_args()
+    for data in args.data or sessions():
+        check(data.resolve())
 
 
 if __name__ == "__main__":

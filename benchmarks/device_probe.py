@@ -13,6 +13,9 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   against a device-to-device copy of the same buffer (the HBM ceiling as torch reaches it).
 - embedding_bag: pooled lookups forward and backward over dims 16-256 and pooling 1-64, against the bytes
   the DLRM step model (model/embedding_cost.py) prices them by.
+- fp8_scaling: `torch._scaled_mm` (e4m3, bf16 output) with per-tensor, row-wise and DeepSeek-V3 block-wise
+  scales (1x128 activations, 128x128 weights; cuBLAS, CUDA >= 12.9 on sm90) beside the bf16 GEMM of the same
+  shape, for model/fp8.py's recipe GEMM rates.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -166,6 +169,46 @@ def embedding_bag(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return out
 
 
+# (M, N, K): square GEMMs and DeepSeek-V3's dense projections at 8,192 tokens (HF config.json: hidden 7,168,
+# MLP 18,432, q_lora 1,536)
+FP8_SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
+              (8192, 18432, 7168), (8192, 7168, 18432), (8192, 1536, 7168), (8192, 7168, 2048))
+
+
+def fp8_scaling(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Seconds per GEMM for each FP8 scaling recipe (scale values are ones: the kernel is what is timed)."""
+    t = timer(dev, 3, 10)
+    f8 = torch.float8_e4m3fn
+    rows = []
+    for M, N, K in ((256, 256, 256),) if smoke else FP8_SHAPES:
+        a16 = torch.randn(M, K, device=dev, dtype=torch.bfloat16)
+        w16 = torch.randn(N, K, device=dev, dtype=torch.bfloat16)  # (out, in), as nn.Linear
+        a, b = a16.to(f8), w16.to(f8).t()  # row-major A, column-major B: what _scaled_mm takes
+        one = torch.ones((), device=dev)
+        scales = {
+            "tensorwise": (one, one),
+            "rowwise": (torch.ones(M, 1, device=dev), torch.ones(1, N, device=dev)),
+            # 1x128 scales outer-dim-major (stride 1 along M), 128x128 as (K/128, N/128) for B = W^T
+            "blockwise_1x128_128x128": (torch.ones(K // 128, M, device=dev).t(),
+                                        torch.ones(N // 128, K // 128, device=dev).t()),
+            "blockwise_1x128_1x128": (torch.ones(K // 128, M, device=dev).t(), torch.ones(K // 128, N, device=dev)),
+        }
+        flops = 2.0 * M * N * K
+        row: dict[str, Any] = {"m": M, "n": N, "k": K}
+        row["bf16_s"] = t(lambda a16=a16, w16=w16: torch.matmul(a16, w16.t()))
+        row["bf16_tflops"] = flops / row["bf16_s"] / 1e12
+        for name, (sa, sb) in scales.items():
+            try:
+                row[f"{name}_s"] = t(lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
+                    a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+                row[f"{name}_tflops"] = flops / row[f"{name}_s"] / 1e12
+            except Exception as e:  # CPU builds, older CUDA, or a layout this build refuses
+                row[f"{name}_error"] = f"{type(e).__name__}: {e}"[:300]
+        rows.append(row)
+        del a16, w16, a, b
+    return rows
+
+
 def host(dev: str, smoke: bool) -> list[dict[str, Any]]:
     """Host seconds per eager call when the GPU is never the bottleneck (tiny tensors, no sync inside the
     loop): what model/host.py's OP_S stands for, raw and as a module call, with and without autocast."""
@@ -199,7 +242,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host,embedding_bag")
+    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host,embedding_bag,fp8_scaling")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

@@ -167,16 +167,30 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("distscope's models against one NVIDIA H200 (`data/device/nvidia-h200-2026-11-26`, made by "
      "`data/device/run_gpu_checks.sh`; nothing fitted to it): kernels, MoE grouped GEMMs, ResNet training steps, "
      "the example GPT captured on the GPU, the CPU scale-out on its 16 cores",
-     "GEMM model vs 100 measured shapes each: bf16 {device_check:gemm.bf16.all.mean_abs_pct}% / fp8 "
-     "{device_check:gemm.fp8.all.mean_abs_pct}% mean abs error; routed experts vs torch._grouped_mm (>= 2048 rows per "
-     "group) {device_check:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; ResNet-50 step at batch 256 "
-     "{device_check:modules.rows.3.error_pct:+.1f}% (host-bound small batches down to "
-     "-{device_check:modules.all.max_abs_pct:.0f}%); GPU captures: GPU-bound "
-     "{device_check:captures.gpu_compute_bound.mean_abs_pct}% mean abs ({device_check:captures.gpu_compute_bound.n}), "
-     "launch-bound {device_check:captures.gpu_launch_bound.mean_abs_pct}% ({device_check:captures.gpu_launch_bound.n}; "
-     "target 15%: not met); 2 -> 8 gloo ranks {device_check:captures.cpu_scale_2_to_8.error_pct:+.1f}%; distscope's "
-     "eager int4 codec {device_check:codec.int4_g128.encode_GBps_fp32_input} GB/s vs "
-     "{device_check:codec.estimator_gpu_quant_GBps} assumed",
+     "GEMM model vs 100 measured shapes each: bf16 {device_check_h200:gemm.bf16.all.mean_abs_pct}% / fp8 "
+     "{device_check_h200:gemm.fp8.all.mean_abs_pct}% mean abs error; routed experts vs torch._grouped_mm (>= 2048 rows per "
+     "group) {device_check_h200:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; ResNet-50 step at batch 256 "
+     "{device_check_h200:modules.rows.3.error_pct:+.1f}% (host-bound small batches down to "
+     "-{device_check_h200:modules.all.max_abs_pct:.0f}%); GPU captures: GPU-bound "
+     "{device_check_h200:captures.gpu_compute_bound.mean_abs_pct}% mean abs ({device_check_h200:captures.gpu_compute_bound.n}), "
+     "launch-bound {device_check_h200:captures.gpu_launch_bound.mean_abs_pct}% ({device_check_h200:captures.gpu_launch_bound.n}; "
+     "target 15%: not met); 2 -> 8 gloo ranks {device_check_h200:captures.cpu_scale_2_to_8.error_pct:+.1f}%; distscope's "
+     "eager int4 codec {device_check_h200:codec.int4_g128.encode_GBps_fp32_input} GB/s vs "
+     "{device_check_h200:codec.estimator_gpu_quant_GBps} assumed",
+     "`python benchmarks/device_check.py`"),
+    ("the same checks on one NVIDIA H100 80GB HBM3 (`data/device/nvidia-h100-2026-11-26`), a later session: out of "
+     "sample for every model and for the H200's test bounds; plus nn.EmbeddingBag lookups and FP8 scaling recipes",
+     "GEMM bf16 {device_check_h100:gemm.bf16.all.mean_abs_pct}% / fp8 {device_check_h100:gemm.fp8.all.mean_abs_pct}% mean "
+     "abs (signed {device_check_h100:gemm.bf16.all.signed_mean_pct}% / {device_check_h100:gemm.fp8.all.signed_mean_pct}%: "
+     "the model is slow at small N, K); routed experts {device_check_h100:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; "
+     "ResNet-50 b256 {device_check_h100:modules.rows.3.error_pct:+.1f}%; GPU-bound captures "
+     "{device_check_h100:captures.gpu_compute_bound.mean_abs_pct}% ({device_check_h100:captures.gpu_compute_bound.n}), "
+     "launch-bound {device_check_h100:captures.gpu_launch_bound.mean_abs_pct}% "
+     "({device_check_h100:captures.gpu_launch_bound.n}); 2 -> 8 gloo ranks "
+     "{device_check_h100:captures.cpu_scale_2_to_8.error_pct:+.1f}%; embedding lookup forward (pooling >= 16) "
+     "{device_check_h100:embedding_bag.summary.pooling_ge_16_dim_ge_32.signed_mean_pct:+.0f}% (model too fast); FP8 "
+     "GEMM over per-tensor scaling, median: row-wise {device_check_h100:fp8_scaling.median_over_tensorwise.rowwise:.2f}, "
+     "DeepSeek-V3 1x128 / 128x128 blocks {device_check_h100:fp8_scaling.median_over_tensorwise.blockwise_1x128_128x128:.2f}",
      "`python benchmarks/device_check.py`"),
     ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
      "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "

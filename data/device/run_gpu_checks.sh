@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks behind data/device/<device>-<date>/, as run on a one-GPU machine (repository root as the
 # working directory; results go to $OUT, default ./device-out). KERNELS=0 / CPU=0 skip steps 1-2 / 4;
-# CAPTURES="layout hidden seq micro-batch;..." replaces step 3's list. No distscope install is needed there:
+# CAPTURES="layout hidden seq micro-batch;..." replaces step 3's list (CAPTURES=none skips it). No distscope install is needed there:
 # src/ is put on PYTHONPATH; `trace capture` needs mlc-chakra (and protobuf >= its generated code's).
 #   1. distscope measure kernels (the GPU sweep: GEMM bf16/fp16/fp8, SDPA attention, element-wise)
 #   2. benchmarks/device_probe.py (grouped GEMM, ResNet training/inference steps, the int8/int4 codec, host
@@ -25,14 +25,14 @@ cat "$OUT/env.txt"
 if [ "${KERNELS:-1}" = 1 ]; then
 timeout 240 python3 -m distscope measure kernels --out "$OUT/kernels.json" > "$OUT/kernels.log" 2>&1
 stamp "kernels rc=$?"; tail -9 "$OUT/kernels.log"
-timeout 120 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,modules,codec,host,embedding_bag}"
+timeout 180 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,modules,codec,host,embedding_bag,fp8_scaling}"
 stamp "probe rc=$?"
 fi
 
 caps=/tmp/caps; rm -rf $caps; mkdir -p $caps
 CAPTURES=${CAPTURES:-"ddp 512 1024 8;ddp 768 512 4;ddp 1024 1024 8;ddp 1536 1024 4;fsdp 1024 1024 8"}
-IFS=';' read -ra specs <<< "$CAPTURES"
-for spec in "${specs[@]}"; do
+specs=(); [ "$CAPTURES" = none ] || IFS=';' read -ra specs <<< "$CAPTURES"
+for spec in ${specs[@]+"${specs[@]}"}; do
   set -- $spec
   name=gpu_$1_h$2_s$3_b$4
   timeout 120 python3 -m distscope trace capture --out $caps/$name --warmup 3 --timed-steps 5 --timeout-s 110 --no-convert \

@@ -1,8 +1,9 @@
-"""distscope's models against measurements made on a real GPU (data/device/nvidia-h200-2026-11-26, made
-by data/device/run_gpu_checks.sh on one NVIDIA H200; benchmarks/device_check.py prints every figure).
-None of these measurements informed a constant: each tolerance below is an out-of-sample accuracy
-target, set above the figure measured on 2026-11-26 (quoted beside it), so a model change that makes
-the kernels or the replay worse fails here."""
+"""distscope's models against measurements made on real GPUs (data/device/<gpu>-<date>, made by
+data/device/run_gpu_checks.sh: one NVIDIA H200, then one NVIDIA H100; benchmarks/device_check.py prints
+every figure). None of these measurements informed a constant: each tolerance below is an out-of-sample
+accuracy target, set above the figure measured (quoted beside it), so a model change that makes the
+kernels or the replay worse fails here. The H200's bounds were set first; the H100 session came later
+and was checked against them unchanged, and where it misses one its own figure is quoted instead."""
 
 from __future__ import annotations
 
@@ -23,16 +24,19 @@ from distscope.system.device import get_device
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data" / "device" / "nvidia-h200-2026-11-26"
+H100_DATA = ROOT / "data" / "device" / "nvidia-h100-2026-11-26"
 H200 = "h200-sxm-141gb"
+H100 = "h100-sxm5-80gb"
+SESSIONS = {H200: DATA, H100: H100_DATA}
 
 
-def _kernels() -> dict[str, Any]:
-    return json.loads((DATA / "kernels.json").read_text())["kernels"]
+def _kernels(device: str) -> dict[str, Any]:
+    return json.loads((SESSIONS[device] / "kernels.json").read_text())["kernels"]
 
 
-def _gemm_errors(dt_name: str) -> list[float]:
-    g, dev, dt = _kernels()["gemm"][dt_name], get_device(H200), DType(dt_name)
-    ceiling = kernel_data.gemm_ceiling(H200, dt)
+def _gemm_errors(dt_name: str, device: str = H200) -> list[float]:
+    g, dev, dt = _kernels(device)["gemm"][dt_name], get_device(device), DType(dt_name)
+    ceiling = kernel_data.gemm_ceiling(device, dt)
     out = []
     for i, m in enumerate(g["m"]):
         for j, n in enumerate(g["n"]):
@@ -52,15 +56,29 @@ def test_gemm_model_predicts_the_measured_h200_grid(dtype: str) -> None:
     assert abs(statistics.fmean(errs)) < 0.08
 
 
-def test_routed_expert_pricing_matches_torch_grouped_mm() -> None:
-    """Training-sized expert GEMMs (>= 2048 rows per group) of five MoE models: measured mean |error| 10.9%."""
-    probe = json.loads((DATA / "probe.json").read_text())
-    dev, dt = get_device(H200), DType.BF16
+@pytest.mark.parametrize(("dtype", "signed_bound"), [("bf16", 0.12), ("fp16", 0.08), ("fp8", 0.19)])
+def test_gemm_model_on_the_h100_grid(dtype: str, signed_bound: float) -> None:
+    """The same 100 shapes on an H100 (same SM count and clocks as the H200, 70% of its HBM bandwidth):
+    mean |error| 15.1 / 14.8 / 18.5% (within the H200's 20%), signed mean -9.9 / -7.3 / -16.1%: bf16 and
+    fp8 miss the H200's 8%. The model's saturation size, κ·peak/HBM, grows as HBM bandwidth falls, and
+    the H100 measured as fast as the H200 at small N or K: the model is too slow there."""
+    errs = _gemm_errors(dtype, H100)
+    assert len(errs) == 100
+    assert statistics.fmean(abs(e) for e in errs) < 0.20
+    assert -signed_bound < statistics.fmean(errs) < 0
+
+
+@pytest.mark.parametrize(("device", "measured"), [(H200, 0.109), (H100, 0.093)])
+def test_routed_expert_pricing_matches_torch_grouped_mm(device: str, measured: float) -> None:
+    """Training-sized expert GEMMs (>= 2048 rows per group) of five MoE models: measured mean |error|
+    10.9% (H200) and 9.3% (H100)."""
+    probe = json.loads((SESSIONS[device] / "probe.json").read_text())
+    dev, dt = get_device(device), DType.BF16
     errs = []
     for r in probe["grouped_gemm"]["rows"]:
         if r["m_per_group"] >= 2048:
             g, m, n, k = r["groups"], r["m_per_group"], r["n"], r["k"]
-            t = g * eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, kernel_data.gemm_ceiling(H200, dt))
+            t = g * eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, kernel_data.gemm_ceiling(device, dt))
             errs.append(2 * g * m * n * k / t / 1e12 / r["grouped_tflops"] - 1)
     assert len(errs) == 40
     assert statistics.fmean(abs(e) for e in errs) < 0.15
@@ -91,11 +109,11 @@ def gpu_captures(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _simulate(cap: Path) -> dict[str, Any]:
+def _simulate(cap: Path, cluster: str = "dgx-h200") -> dict[str, Any]:
     from distscope.trace.capture_files import postprocess
 
     postprocess(cap, convert=False)
-    proc = subprocess.run([sys.executable, "-m", "distscope", "simulate", str(cap), "--cluster", "dgx-h200", "--gpus", "8",
+    proc = subprocess.run([sys.executable, "-m", "distscope", "simulate", str(cap), "--cluster", cluster, "--gpus", "8",
                            "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -107,6 +125,16 @@ def test_gpu_bound_capture_replays_its_unprofiled_step(gpu_captures: Path, name:
     their launches, the training thread waiting for the autograd engine's device thread in backward.
     Measured -0.2% and +1.0%."""
     res = _simulate(gpu_captures / name)
+    assert res["step_time_s"] == pytest.approx(res["measured_step_s"], rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["gpu_ddp_h1024_s1024_b8", "gpu_fsdp_h1024_s1024_b8"])
+def test_gpu_bound_capture_replays_on_the_h100(tmp_path: Path, name: str) -> None:
+    """The same two jobs captured on the H100 session, replayed with no change: measured +2.8% and -0.3%."""
+    root = tmp_path / "h100"
+    with tarfile.open(H100_DATA / "captures.tar.gz") as tar:
+        tar.extractall(root, filter="data", members=[m for m in tar.getmembers() if m.name.startswith(f"./{name}")])
+    res = _simulate(root / name, "dgx-h100")
     assert res["step_time_s"] == pytest.approx(res["measured_step_s"], rel=0.05)
 
 
