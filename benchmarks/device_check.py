@@ -13,7 +13,8 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
 - Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
   streaming rate) against torch.nn.EmbeddingBag, where the session measured it.
-- FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured.
+- FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured
+  (printed, not checked: the H100's block-wise ratio is the source of model/data/kernels/fp8_scaling.csv).
 - Captures: `simulate` of each captured job (trace capture, on the GPU and on the same host's CPU cores)
   against the job's own unprofiled step; the 2-rank CPU capture scaled to 8 ranks (`--dp 8`).
 Writes benchmarks/results/device_check_<gpu>.json per session (benchmarks/_device.py lists them).

@@ -103,6 +103,29 @@ def test_narrower_gemms_are_faster_and_extra_passes_cost_time() -> None:
     assert 1.2 < bf16 / cs < 2.0
 
 
+def test_block_scaled_gemms_run_at_the_measured_share_of_per_tensor_ones() -> None:
+    """On Hopper the block scales are applied outside the tensor cores: the linear GEMMs of a blockwise
+    layer take 1/0.889 of the per-tensor layer's (data/kernels/fp8_scaling.csv), and the casts differ by
+    the recipe's traffic only. Blackwell has no row: MXFP8 keeps the per-tensor rate there."""
+    from distscope.model.kernel_data import missing_scaling, scaled_gemm_factor
+    from distscope.model.layer import layer_cost
+    from distscope.plan import AttentionImpl, Recompute
+
+    spec = get_model("llama3.1-8b")
+
+    def gemm_s(device: str, precision: Precision) -> float:
+        return layer_cost(spec, False, 1, 8192, 1, 1, False, AttentionImpl.FLASH, Recompute.NONE, precision,
+                          get_device(device)).gemm_fwd_s
+
+    ratio = gemm_s("h100-sxm5-80gb", Precision.FP8_BLOCKWISE) / gemm_s("h100-sxm5-80gb", Precision.FP8_CURRENT)
+    assert ratio == pytest.approx(1 / 0.889, rel=0.02)  # the router-free dense layer: every GEMM is a linear
+    assert scaled_gemm_factor("h800", Scaling.BLOCKWISE) == scaled_gemm_factor("h100-sxm5-80gb", Scaling.BLOCKWISE)
+    assert scaled_gemm_factor("h100-sxm5-80gb", Scaling.CURRENT) == 1.0
+    assert gemm_s("b200-sxm-180gb", Precision.MXFP8) == pytest.approx(gemm_s("b200-sxm-180gb", Precision.FP8_CURRENT))
+    assert missing_scaling("b200-sxm-180gb", Scaling.MX) is not None
+    assert missing_scaling("h200-sxm-141gb", Scaling.BLOCKWISE) is None
+
+
 @pytest.mark.parametrize(("precision", "flags"), [
     (Precision.FP8_CURRENT, ["--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]),
     (Precision.FP8_BLOCKWISE, ["--fp8-format", "e4m3", "--fp8-recipe", "blockwise"]),

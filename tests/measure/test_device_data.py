@@ -163,3 +163,17 @@ def test_device_ops_follow_their_launch(gpu_captures: Path) -> None:
     assert len(device) > 300
     launched = [n for n in device if any(lane[d].startswith("tid:") for d in n.data_deps)]
     assert len(launched) == len(device)
+
+
+def test_block_scaled_gemm_rate_is_the_h100_measurement() -> None:
+    """data/kernels/fp8_scaling.csv's Hopper row is this session's cuBLAS block-scaled GEMMs over its
+    per-tensor ones (median, range and count of the shapes), not a typed-in figure."""
+    import csv
+
+    rows = json.loads((H100_DATA / "probe.json").read_text())["fp8_scaling"]["rows"]
+    ratios = [r["blockwise_1x128_128x128_tflops"] / r["tensorwise_tflops"] for r in rows]
+    table = ROOT / "src/distscope/model/data/kernels/fp8_scaling.csv"
+    (row,) = [r for r in csv.DictReader(table.open()) if r["device"] == H100 and r["scaling"] == "blockwise"]
+    assert float(row["over_per_tensor"]) == pytest.approx(statistics.median(ratios), abs=5e-4)
+    assert (float(row["min"]), float(row["max"]), int(row["shapes"])) == pytest.approx(
+        (min(ratios), max(ratios), len(ratios)), abs=5e-4)

@@ -6,6 +6,9 @@ device's dense peak (gemm.csv). fp16 uses the bf16 rows (every device here runs 
 tensor-core rate); a dtype without rows falls back to the family's bf16 ceiling, a family without
 rows to DEFAULT_CEILING.
 
+Block-scaled FP8: a block-scaled recipe's GEMM throughput over the per-tensor one on the device family
+(fp8_scaling.csv); 1 for per-tensor recipes and for a family without a row (named in missing_tables).
+
 Fused attention: achieved fraction of the dtype's dense peak per (kernel, causal, head dim,
 sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at the measured range
 (attention.csv). A family with rows of its own uses them within the head dims they cover; a family
@@ -28,7 +31,7 @@ import io
 import math
 from importlib import resources
 
-from distscope.dtypes import DType
+from distscope.dtypes import DType, Scaling
 from distscope.system.device import get_device
 
 DEFAULT_CEILING = 0.70  # a family/dtype without published GEMM data: a typical vendor-library figure
@@ -100,6 +103,33 @@ def missing_tables(device_name: str, dtypes: list[DType]) -> list[str]:
         out.append(f"no published {dt.value} GEMM measurement for {device_name} in data/kernels/gemm.csv; "
                    f"using {instead}")
     return out
+
+
+@functools.cache
+def _scaling_factors() -> dict[tuple[str, Scaling], float]:
+    return {(family(r["device"]), Scaling(r["scaling"])): float(r["over_per_tensor"]) for r in _rows("fp8_scaling.csv")}
+
+
+def _scaling_row(device_name: str, scaling: Scaling) -> float | None:
+    fam = family(device_name)
+    table = _scaling_factors()
+    return next((table[(f, scaling)] for f in (fam, FAMILY_ALIAS.get(fam, fam)) if (f, scaling) in table), None)
+
+
+def scaled_gemm_factor(device_name: str, scaling: Scaling) -> float:
+    """A low-precision GEMM's throughput under `scaling` over the same GEMM with per-tensor scales."""
+    if not scaling.block_scaled:
+        return 1.0
+    found = _scaling_row(device_name, scaling)
+    return 1.0 if found is None else found
+
+
+def missing_scaling(device_name: str, scaling: Scaling) -> str | None:
+    """One sentence when a block-scaled recipe on the device has no measured GEMM rate (fp8_scaling.csv)."""
+    if not scaling.block_scaled or _scaling_row(device_name, scaling) is not None:
+        return None
+    return (f"no measured {scaling.value}-scaled GEMM rate for {device_name} in data/kernels/fp8_scaling.csv; "
+            "priced at its per-tensor rate")
 
 
 Curve = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]  # head_dim -> (seqs, efficiencies)

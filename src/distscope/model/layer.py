@@ -26,7 +26,7 @@ import math
 
 from distscope.dtypes import Precision, Scaling
 from distscope.model import efficiency as eff
-from distscope.model import fp8, op_sac
+from distscope.model import fp8, kernel_data, op_sac
 from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
@@ -132,17 +132,18 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         gemms += [(T, f_l * up, h, True), (T, h, f_l, True)]  # LayerNormMLP: norm and activation fuse the cast
         act_bytes = act_mult * e * T * f_l
 
+    sc = (fp8.resolve(precision, False) if scaling is Scaling.NONE else scaling) if precision.low_precision else Scaling.NONE
+    rate = kernel_data.scaled_gemm_factor(device.name, sc)  # block-scaled GEMMs over per-tensor ones
     gemm_fwd_s = expert_fwd_s = 0.0
     for i, (M, N, K, _) in enumerate(gemms):
         per = local if i in routed_at else 1  # a grouped GEMM: one GEMM per local expert
-        t = per * eff.gemm_s(device, gemm_dtype, M / per, N, K)
+        t = per * eff.gemm_s(device, gemm_dtype, M / per, N, K) / rate
         gemm_fwd_s += t
         expert_fwd_s += t if i in routed_at else 0.0
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
     if precision.low_precision:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
         f = gemm_dtype.bytes
-        sc = fp8.resolve(precision, False) if scaling is Scaling.NONE else scaling
         nt = device.fp8_non_tn
         cast_fwd_s = eff.elementwise_s(device, fp8.input_cast_bytes(gemms, e, f, sc, nt), len(gemms))
         cast_bwd_s = eff.elementwise_s(device, fp8.grad_cast_bytes(gemms, e, f, sc, nt), len(gemms))
@@ -175,7 +176,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     elif recompute is Recompute.SELECTIVE_OP:
         # every second matmul of torchtitan's block and all element-wise work, not attention (op_sac.py)
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e, fe_e))
-        recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) + el_fwd_s
+        recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) / rate + el_fwd_s
         recompute_flops, other_rc = sum(2.0 * M * N * K for M, N, K in again), el_fwd_s
     elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
         recompute_s, recompute_flops, other_rc = attn_fwd_s, core_flops, attn_fwd_s

@@ -133,11 +133,13 @@ def default_seq(spec: ModelSpec) -> int:
 
 
 def warn_kernel_fallbacks(device: Device, precision: Precision) -> None:
-    """A device or dtype priced without a GEMM measurement of its own says so, once per process."""
-    from distscope.model.kernel_data import missing_tables
+    """A device or dtype (or block-scaled recipe) priced without a GEMM measurement of its own says so, once per process."""
+    from distscope.model.kernel_data import missing_scaling, missing_tables
 
     for w in missing_tables(device.name, [precision.activation_dtype, precision.gemm_dtype]):
         warn(w)
+    if (note := missing_scaling(device.name, precision.scaling)) is not None:
+        warn(note)
 
 
 def check_tp_domain(plan: Plan, cluster: Cluster) -> None:
