@@ -150,6 +150,21 @@ def test_trace_imports_without_chakra_and_errors_in_one_line(tmp_path: Path) -> 
     assert proc.stdout.strip() == "ERR Chakra ET I/O needs mlc-chakra; install it with: pip install 'distscope[chakra]'"
 
 
+def test_capture_without_chakra_refuses_before_running_the_job(tmp_path: Path) -> None:
+    """A capture is written as Chakra ET: without mlc-chakra, `trace capture` says so in one line before
+    it spends the job's time (on a GPU host it used to run the job, then fail in post-processing)."""
+    marker, job = tmp_path / "job_ran", tmp_path / "job.py"
+    job.write_text(f"open({str(marker)!r}, 'w')\n")
+    argv = ["trace", "capture", "--out", str(tmp_path / "cap"), "--", sys.executable, str(job)]
+    code = f"import sys; sys.modules['chakra'] = None\nfrom distscope.cli import main\nmain({argv!r})\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "distscope: error: Chakra ET I/O needs mlc-chakra; install it with: pip install 'distscope[chakra]'"]
+    assert not marker.exists()
+
+
 def test_cli_error_is_one_line(tmp_path: Path) -> None:
     _write_raw(tmp_path / "bad.0.et", 42)
     net = tmp_path / "n.yml"

@@ -32,7 +32,8 @@ _MISSING = "Chakra ET I/O needs mlc-chakra; install it with: pip install 'distsc
 PG_ATTR_PREFIX = "pg:"
 
 
-def _chakra() -> tuple[ModuleType, ModuleType]:
+def chakra() -> tuple[ModuleType, ModuleType]:
+    """mlc-chakra's ET protobuf and its I/O helpers, or the one-line error naming the extra to install."""
     try:
         from chakra.schema.protobuf import et_def_pb2
         from chakra.src.third_party.utils import protolib
@@ -258,7 +259,7 @@ def read_rank(
     nodes absent from the file are dropped and counted in one warning, nested PyTorch ops take time
     only at the leaves (`_leaf_times`), and each COMP node runs on the lane of its thread or stream.
     """
-    pb, _ = _chakra()
+    pb, _ = chakra()
     path = Path(path)
     try:
         fh = path.open("rb")
@@ -359,7 +360,7 @@ def write_rank(
     group_labels: Mapping[str, str] | None = None,
 ) -> None:
     """Write one rank's graph as a Chakra ET file (GlobalMetadata, then the nodes in order)."""
-    pb, protolib = _chakra()
+    pb, protolib = chakra()
     gm = pb.GlobalMetadata(version="1.0.0")
     for name, ranks in sorted((process_groups or {}).items()):
         gm.attr.append(pb.AttributeProto(name=PG_ATTR_PREFIX + name, int64_list=pb.Int64List(values=list(ranks))))
@@ -402,7 +403,7 @@ def prefixes_in(directory: str | Path) -> list[str]:
 
 def read_traces(prefix: str | Path, on_rank: Callable[[], None] | None = None) -> TraceSet:
     """Read all ranks of `PREFIX.<rank>.et` into a TraceSet (`on_rank` is called per file: progress)."""
-    _chakra()
+    chakra()
     graphs = {}
     groups: dict[str, tuple[int, ...]] = {}
     labels: dict[str, str] = {}
@@ -433,7 +434,7 @@ def read_traces(prefix: str | Path, on_rank: Callable[[], None] | None = None) -
 
 def write_traces(prefix: str | Path, traces: TraceSet, on_rank: Callable[[], None] | None = None) -> list[Path]:
     """Write every rank of a TraceSet as `PREFIX.<rank>.et`; returns the paths written."""
-    _chakra()
+    chakra()
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -482,7 +483,7 @@ def read_symmetric(directory: str | Path, on_rank: Callable[[], None] | None = N
     """Read a directory written by `write_symmetric` (`on_rank` is called per file: progress)."""
     import json
 
-    _chakra()
+    chakra()
     path = Path(directory) / MANIFEST
     try:
         manifest = json.loads(path.read_text())

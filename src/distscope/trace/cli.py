@@ -153,6 +153,7 @@ def capture_cmd(
     from distscope.errors import DistscopeError
     from distscope.trace.capture_files import clear, postprocess, ranks_with_traces
     from distscope.trace.capture_launch import capture_env, run_job
+    from distscope.trace.chakra_io import chakra
 
     if warmup < 0:
         raise DistscopeError(f"--warmup={warmup} must be >= 0")
@@ -163,6 +164,7 @@ def capture_cmd(
         raise DistscopeError(f"--step={step} must be >= 0")
     if not ctx.args:
         raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
+    chakra()  # the capture is written as Chakra ET: say so before the job runs, not after
     out.mkdir(parents=True, exist_ok=True)
     clear(out)
     rc = run_job(ctx.args, capture_env(out, step, dims, warmup), timeout_s)
