@@ -12,8 +12,10 @@ its spread (min-max of the timed steps) is reported beside every error. Also:
 - capture overhead: the capture's wall time against the job's own (run plain).
 
     python benchmarks/capture_fidelity.py [--repeats 2] [--layouts ddp,fsdp,tp,pp] [--ranks 2,4]
-                                          [--repeat-captures 20]
+                                          [--repeat-captures 20] [--wide]
 
+--wide runs the job tests/trace/test_capture_job.py captures (--hidden 256 --seq-len 64 --micro-batch 4:
+ops of tens of microseconds instead of a few) and writes capture_fidelity_wide.json.
 Last line: one JSON object (also benchmarks/results/capture_fidelity.json).
 """
 
@@ -36,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_PCT = 15.0  # issue 21: simulated step within 15% of the unprofiled median step
 WARMUP, TIMED, STEPS = 3, 4, 10
 MODEL = ("--hidden", "128", "--seq-len", "64")
+MODEL_ARGS = MODEL  # the job this run captures (main: --wide picks WIDE)
+WIDE = ("--hidden", "256", "--seq-len", "64", "--micro-batch", "4")  # tests/trace/test_capture_job.py's JOB
 
 
 def _env() -> dict[str, str]:
@@ -54,7 +58,7 @@ def _ds(*args: str, timeout: float = 300, check: bool = True) -> subprocess.Comp
 
 def _job(nproc: int, layout: str) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *MODEL]
+            str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *MODEL_ARGS]
 
 
 def _capture(out: Path, nproc: int, layout: str) -> tuple[dict[str, Any] | None, float, str]:
@@ -89,7 +93,10 @@ def main() -> None:
     ap.add_argument("--layouts", default="ddp,fsdp,tp,pp")
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--repeat-captures", type=int, default=20)
+    ap.add_argument("--wide", action="store_true", help="the capture test's wider job (results: capture_fidelity_wide)")
     args = ap.parse_args()
+    global MODEL_ARGS
+    MODEL_ARGS = WIDE if args.wide else MODEL
     layouts, ranks = args.layouts.split(","), [int(r) for r in args.ranks.split(",")]
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -159,8 +166,8 @@ def main() -> None:
         plain_wall = time.perf_counter() - t0
     walls = [r["capture_wall_s"] for r in runs if r["layout"] == "ddp" and r["ranks"] == 2]
     errs = [r["error_pct"] for r in runs]
-    save("capture_fidelity", {
-        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL),
+    save("capture_fidelity_wide" if args.wide else "capture_fidelity", {
+        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL_ARGS),
         "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1) if errs else None,
         "mean_error_pct": round(statistics.fmean(errs), 1) if errs else None,
         "within_target": sum(abs(e) <= TARGET_PCT for e in errs),

@@ -74,8 +74,29 @@ def gemm(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
                         big.append(e)
         best = max(max(max(r) for r in plane) for plane in g["tflops"])
         out[dt_name] = {"all": _stats(errs), "all_dims_ge_1024": _stats(big), "measured_best_tflops": round(best, 1),
-                        "model_ceiling_tflops": round(ceiling * dev.flops(dt) / 1e12, 1)}
+                        "model_ceiling_tflops": round(ceiling * dev.flops(dt) / 1e12, 1),
+                        "kernel_level_kappa": _kappa(g, dev, dt, ceiling)}
     return out
+
+
+def _kappa(g: dict[str, Any], dev: Any, dt: DType, ceiling: float) -> dict[str, float]:
+    """The saturation constant κ this grid alone would pick (least mean |error| over a 0.05 grid; the
+    shipped κ is fitted to training runs), and the saturation size κ·peak/HBM it implies, in elements."""
+    shipped = eff.GEMM_KAPPA
+    scores = {}
+    try:
+        for i in range(2, 41):
+            eff.GEMM_KAPPA = 0.05 * i
+            scores[eff.GEMM_KAPPA] = statistics.fmean(
+                abs(2.0 * m * n * k / eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling) / 1e12
+                    / g["tflops"][a][b][c] - 1)
+                for a, m in enumerate(g["m"]) for b, n in enumerate(g["n"]) for c, k in enumerate(g["k"]))
+    finally:
+        eff.GEMM_KAPPA = shipped
+    best = min(scores, key=scores.__getitem__)
+    return {"shipped": round(shipped, 3), "best": round(best, 2), "best_mean_abs_pct": round(100 * scores[best], 1),
+            "shipped_saturation_elements": round(shipped * dev.flops(dt) / dev.hbm_Bps),
+            "best_saturation_elements": round(best * dev.flops(dt) / dev.hbm_Bps)}
 
 
 def attention(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
@@ -226,7 +247,7 @@ def check(data: Path) -> None:
         print(f"GEMM {dt}: model vs measured over {s['all']['n']} shapes: mean |err| {s['all']['mean_abs_pct']}%, "
               f"max {s['all']['max_abs_pct']}%, signed mean {s['all']['signed_mean_pct']}% (all dims >= 1024: "
               f"{s['all_dims_ge_1024']['mean_abs_pct']}%); best measured {s['measured_best_tflops']} vs ceiling "
-              f"{s['model_ceiling_tflops']} TFLOP/s")
+              f"{s['model_ceiling_tflops']} TFLOP/s; kernel-level kappa {s['kernel_level_kappa']}")
     result["attention"] = attention(kernels, h)
     for key, s in result["attention"].items():
         if key.startswith("bf16"):
