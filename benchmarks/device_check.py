@@ -11,6 +11,8 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   measured steps (module_runs.csv beside the data).
 - Codec: distscope's int8 / int4 quantizer (compress/quantize.py, eager torch) against the throughput
   the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
+- FP8 grouped GEMM and MLA attention: the routed experts in FP8 against torch._scaled_grouped_mm, and
+  DeepSeek-V3's MLA head shapes against SDPA, where the session measured them.
 - Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
   streaming rate) against torch.nn.EmbeddingBag, where the session measured it.
 - FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured
@@ -165,6 +167,38 @@ def codec(probe: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def grouped_fp8(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+    """The routed experts in FP8 as the model prices them (one per-tensor FP8 GEMM per expert on the dense
+    curve) against torch._scaled_grouped_mm with row-wise scales."""
+    dev, dt = get_device(h.device), DType.FP8
+    ceiling = kernel_data.gemm_ceiling(dev.name, dt)
+    rows = [r for r in probe["grouped_gemm_fp8"]["rows"] if "grouped_tflops" in r]
+    errs = [_pct(2.0 * r["groups"] * r["m_per_group"] * r["n"] * r["k"] / (r["groups"] * eff.gemm_time_s(
+        r["m_per_group"], r["n"], r["k"], dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)) / 1e12, r["grouped_tflops"])
+        for r in rows]
+    big = [e for e, r in zip(errs, rows, strict=True) if r["m_per_group"] >= 2048]
+    ratio = [r["grouped_tflops"] / r["dense_one_tflops"] for r in rows]
+    return {"model_vs_scaled_grouped_mm": _stats(errs), "m_per_group_ge_2048": _stats(big),
+            "grouped_over_one_dense_gemm": {"median": round(statistics.median(ratio), 2), "min": round(min(ratio), 2),
+                                            "max": round(max(ratio), 2)}}
+
+
+def mla(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+    """DeepSeek-V3's MLA head shapes (query/key 192, value 128) through the published-kernel attention
+    curves (efficiency.flash_attention_s at σ = 1, per kernel) against SDPA as measured."""
+    dev = get_device(h.device)
+    out: dict[str, Any] = {}
+    for kernel in ("fa2", "cudnn", "fa3"):
+        fwd, bwd = [], []
+        for r in probe["mla_attention"]["rows"]:
+            f, b = eff.flash_attention_s(dev, DType.BF16, r["batch"] * r["heads"], r["seq"], r["seq"], r["d_qk"], r["d_v"],
+                                         True, kernel)
+            fwd.append(_pct((f - eff.KERNEL_S) * eff.SUSTAINED, r["fwd_s"]))
+            bwd.append(_pct((b - 2 * eff.KERNEL_S) * eff.SUSTAINED, r["bwd_s"]))
+        out[kernel] = {"fwd_time": _stats(fwd), "bwd_time": _stats(bwd), "both": _stats(fwd + bwd)}
+    return out
+
+
 def embedding(probe: dict[str, Any], h: Host) -> dict[str, Any]:
     """The lookup forward as model/embedding_cost.py prices it (its bytes for the bag, fp32 rows, at the
     analytic HBM rate: efficiency.elementwise_s on a device without a measured table) against
@@ -257,6 +291,16 @@ def check(data: Path) -> None:
     print(f"grouped GEMM (bf16 torch._grouped_mm, {g['model_vs_grouped_mm']['n']} shapes): model mean |err| "
           f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
           f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
+    if "grouped_gemm_fp8" in probe:
+        result["grouped_gemm_fp8"] = grouped_fp8(probe, h)
+        g8 = result["grouped_gemm_fp8"]
+        print(f"grouped GEMM fp8 (row-wise torch._scaled_grouped_mm): model mean |err| "
+              f"{g8['model_vs_scaled_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g8['m_per_group_ge_2048']['mean_abs_pct']}%)")
+    if "mla_attention" in probe:
+        result["mla_attention"] = mla(probe, h)
+        print("MLA attention, step time model vs SDPA: " + ", ".join(
+            f"{k} {v['both']['mean_abs_pct']}% (fwd {v['fwd_time']['signed_mean_pct']:+}%, bwd {v['bwd_time']['signed_mean_pct']:+}%)"
+            for k, v in result["mla_attention"].items()))
     if "embedding_bag" in probe:
         result["embedding_bag"] = embedding(probe, h)
         print(f"embedding lookups: {result['embedding_bag']['summary']}")

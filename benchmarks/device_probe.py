@@ -7,6 +7,10 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
 - grouped_gemm: `torch._grouped_mm` (bf16, 2D x 3D with per-group offsets: the MoE layout torchtitan and
   Megatron's grouped linear use) for the routed-expert GEMMs of published MoE models, against one dense
   `torch.matmul` of a single group's shape and against a Python loop of per-group matmuls.
+- grouped_gemm_fp8: the same expert GEMMs in FP8 with row-wise scales (`torch._scaled_grouped_mm`, what
+  torchao's float8 MoE training and torchtitan run), against one row-wise `torch._scaled_mm` of a group.
+- mla_attention: `scaled_dot_product_attention` with DeepSeek-V3's MLA head shapes (query/key 192 = 128 + 64
+  rotary, value 128), causal, bf16, forward and backward, 16 heads (128 over TP 8), 16k tokens per call.
 - modules: training steps (forward, backward, SGD; bf16 autocast, channels-last) and inference passes of
   examples/modules/resnet.py over batch sizes, timed with CUDA events, median of the timed steps.
 - codec: distscope's own quantize.encode / decode (compress/quantize.py) on a large fp32 buffer, eager,
@@ -87,6 +91,58 @@ def grouped_gemm(dev: str, smoke: bool) -> list[dict[str, Any]]:
                     row["loop_tflops"] = flops / row["loop_s"] / 1e12
                     rows.append(row)
                     del a, w
+    return rows
+
+
+def grouped_gemm_fp8(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    t = timer(dev, 3, 10)
+    f8, rows = torch.float8_e4m3fn, []
+    for name, hidden, inter in MOE_SHAPES[:1] if smoke else MOE_SHAPES:
+        h, f = (64, 32) if smoke else (hidden, inter)
+        for gemm, n, k in (("up", 2 * f, h), ("down", h, f)):
+            for g in (2,) if smoke else (8, 32):
+                for m in (16,) if smoke else (128, 512, 2048, 8192):
+                    a = torch.randn(g * m, k, device=dev).to(f8)
+                    w = torch.randn(g, n, k, device=dev).to(f8)
+                    offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
+                    sa, sb = torch.ones(g * m, device=dev), torch.ones(g, n, device=dev)
+                    row: dict[str, Any] = {"model": name, "gemm": gemm, "groups": g, "m_per_group": m, "n": n, "k": k}
+                    try:
+                        row["grouped_s"] = t(lambda a=a, w=w, sa=sa, sb=sb, offs=offs: torch._scaled_grouped_mm(
+                            a, w.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16))
+                        row["grouped_tflops"] = 2.0 * g * m * n * k / row["grouped_s"] / 1e12
+                        a1, w1 = a[:m], w[0]
+                        s1a, s1b = torch.ones(m, 1, device=dev), torch.ones(1, n, device=dev)
+                        row["dense_one_s"] = t(lambda a1=a1, w1=w1, s1a=s1a, s1b=s1b: torch._scaled_mm(
+                            a1, w1.t(), scale_a=s1a, scale_b=s1b, out_dtype=torch.bfloat16))
+                        row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
+                    except Exception as e:  # CPU builds, sm < 90
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    rows.append(row)
+                    del a, w
+    return rows
+
+
+def mla_attention(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    t = timer(dev, 3, 10)
+    rows = []
+    heads, d_qk, d_v = (2, 24, 16) if smoke else (16, 192, 128)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for seq in (128,) if smoke else (1024, 2048, 4096, 8192):
+        b = max(1, (256 if smoke else 16384) // seq)
+        q, k = (torch.randn(b, heads, seq, d_qk, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+        v = torch.randn(b, heads, seq, d_v, device=dev, dtype=torch.bfloat16, requires_grad=True)
+        flops = 2.0 * b * heads * seq * seq * (d_qk + d_v) * 0.5  # FlashAttention's convention, halved: causal
+        row: dict[str, Any] = {"batch": b, "heads": heads, "seq": seq, "d_qk": d_qk, "d_v": d_v, "causal": True}
+        try:
+            row["fwd_s"] = t(lambda q=q, k=k, v=v: sdpa(q, k, v, is_causal=True))
+            o = sdpa(q, k, v, is_causal=True)
+            go = torch.ones_like(o)
+            row["bwd_s"] = t(lambda o=o, go=go, q=q, k=k, v=v: torch.autograd.grad(o, (q, k, v), go, retain_graph=True))
+            row["fwd_tflops"], row["bwd_tflops"] = flops / row["fwd_s"] / 1e12, 2.5 * flops / row["bwd_s"] / 1e12
+        except Exception as e:  # a backend without unequal head dims
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        rows.append(row)
     return rows
 
 
@@ -242,7 +298,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,modules,codec,host,embedding_bag,fp8_scaling")
+    ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

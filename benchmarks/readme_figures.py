@@ -179,10 +179,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{device_check_h200:codec.estimator_gpu_quant_GBps} assumed",
      "`python benchmarks/device_check.py`"),
     ("the same checks on one NVIDIA H100 80GB HBM3 (`data/device/nvidia-h100-2026-11-26`), a later session: out of "
-     "sample for every model and for the H200's test bounds; plus nn.EmbeddingBag lookups and FP8 scaling recipes",
+     "sample for every model and for the H200's test bounds; plus FP8 expert GEMMs, MLA attention, nn.EmbeddingBag lookups "
+     "and FP8 scaling recipes",
      "GEMM bf16 {device_check_h100:gemm.bf16.all.mean_abs_pct}% / fp8 {device_check_h100:gemm.fp8.all.mean_abs_pct}% mean "
      "abs (signed {device_check_h100:gemm.bf16.all.signed_mean_pct}% / {device_check_h100:gemm.fp8.all.signed_mean_pct}%: "
      "the model is slow at small N, K); routed experts {device_check_h100:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; "
+     "FP8 (row-wise, torch._scaled_grouped_mm) {device_check_h100:grouped_gemm_fp8.m_per_group_ge_2048.mean_abs_pct}%; "
+     "DeepSeek-V3 MLA attention on the cuDNN curve {device_check_h100:mla_attention.cudnn.both.mean_abs_pct}%; "
      "ResNet-50 b256 {device_check_h100:modules.rows.3.error_pct:+.1f}%; GPU-bound captures "
      "{device_check_h100:captures.gpu_compute_bound.mean_abs_pct}% ({device_check_h100:captures.gpu_compute_bound.n}), "
      "launch-bound {device_check_h100:captures.gpu_launch_bound.mean_abs_pct}% "
@@ -209,8 +212,16 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "DDP {capture_fidelity:scale_out.0.error_pct:+.1f}%; {capture_fidelity:repeatability.succeeded} of "
      "{capture_fidelity:repeatability.captures} repeated captures succeeded, their simulated steps spread "
      "{capture_fidelity:repeatability.simulated_spread_pct:.0f}% (the job's own steps: "
-     "{capture_fidelity:repeatability.unprofiled_spread_pct:.0f}%)",
-     "`python benchmarks/capture_fidelity.py`"),
+     "{capture_fidelity:repeatability.unprofiled_spread_pct:.0f}%). The capture test's wider job (--hidden 256 "
+     "--micro-batch 4, ops of tens of µs): {capture_fidelity_wide:mean_abs_error_pct:.1f}% mean abs, "
+     "{capture_fidelity_wide:within_target} of {capture_fidelity_wide:captures} within 15%; 1 -> 2 ranks "
+     "{capture_fidelity_wide:scale_out.0.error_pct:+.1f}%; {capture_fidelity_wide:repeatability.succeeded} of "
+     "{capture_fidelity_wide:repeatability.captures} repeated captures, simulated spread "
+     "{capture_fidelity_wide:repeatability.simulated_spread_pct:.0f}% (job: "
+     "{capture_fidelity_wide:repeatability.unprofiled_spread_pct:.0f}%); capture "
+     "{capture_fidelity_wide:capture_overhead.capture_wall_s:.1f} s vs the job's "
+     "{capture_fidelity_wide:capture_overhead.job_wall_s:.1f} s",
+     "`python benchmarks/capture_fidelity.py [--wide]`"),
     ("per-op, per-size collective choice (MCR-DL; `distscope measure algorithms`): gloo's own all_reduce, all_gather "
      "and reduce_scatter against decompositions into its other primitives, measured on 4 gloo ranks, then a workload "
      "at other sizes through the dispatcher and through each single candidate ({mcr_dispatch:repeats} interleaved repeats)",
