@@ -13,6 +13,7 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
 - FP8 grouped GEMM and MLA attention: the routed experts in FP8 against torch._scaled_grouped_mm, and
   DeepSeek-V3's MLA head shapes against SDPA, where the session measured them.
+- Convolutions: ResNet-50's layers on the implicit-GEMM pricing against cuDNN, where measured.
 - Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
   streaming rate) against torch.nn.EmbeddingBag, where the session measured it.
 - FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured
@@ -199,6 +200,23 @@ def mla(probe: dict[str, Any], h: Host) -> dict[str, Any]:
     return out
 
 
+def conv(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+    """ResNet-50's convolutions as module_estimate prices them (the GEMM curve at the implicit-GEMM dims
+    N·H_out·W_out, C_out, C_in·k², at σ = 1; backward twice the forward) against cuDNN, by kernel size."""
+    dev, dt = get_device(h.device), DType.BF16
+    ceiling = kernel_data.gemm_ceiling(dev.name, dt)
+    out: dict[str, Any] = {}
+    for label, pick in (("1x1", lambda r: r["kernel"] == 1), ("3x3", lambda r: r["kernel"] == 3),
+                        ("stem 7x7", lambda r: r["kernel"] == 7)):
+        errs = []
+        for r in filter(pick, probe["conv"]["rows"]):
+            t = eff.gemm_time_s(r["batch"] * r["h_out"] ** 2, r["c_out"], r["c_in"] * r["kernel"] ** 2, dt.bytes,
+                                dev.flops(dt), dev.hbm_Bps, ceiling)
+            errs += [_pct(t, r["fwd_s"]), _pct(2 * t, r["bwd_s"])]
+        out[label] = _stats(errs)
+    return out
+
+
 def embedding(probe: dict[str, Any], h: Host) -> dict[str, Any]:
     """The lookup forward as model/embedding_cost.py prices it (its bytes for the bag, fp32 rows, at the
     analytic HBM rate: efficiency.elementwise_s on a device without a measured table) against
@@ -301,6 +319,10 @@ def check(data: Path) -> None:
         print("MLA attention, step time model vs SDPA: " + ", ".join(
             f"{k} {v['both']['mean_abs_pct']}% (fwd {v['fwd_time']['signed_mean_pct']:+}%, bwd {v['bwd_time']['signed_mean_pct']:+}%)"
             for k, v in result["mla_attention"].items()))
+    if "conv" in probe:
+        result["conv"] = conv(probe, h)
+        print("convolutions, time model vs cuDNN (+ = model slower): " + ", ".join(
+            f"{k} {v['signed_mean_pct']:+}% (mean abs {v['mean_abs_pct']}%, {v['n']})" for k, v in result["conv"].items()))
     if "embedding_bag" in probe:
         result["embedding_bag"] = embedding(probe, h)
         print(f"embedding lookups: {result['embedding_bag']['summary']}")

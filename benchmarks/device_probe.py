@@ -11,6 +11,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   torchao's float8 MoE training and torchtitan run), against one row-wise `torch._scaled_mm` of a group.
 - mla_attention: `scaled_dot_product_attention` with DeepSeek-V3's MLA head shapes (query/key 192 = 128 + 64
   rotary, value 128), causal, bf16, forward and backward, 16 heads (128 over TP 8), 16k tokens per call.
+- conv: cuDNN convolutions of ResNet-50's layer shapes (bf16, channels-last, cudnn.benchmark), forward and
+  backward (input and weight gradients) at batch 128, for the module estimate's implicit-GEMM pricing.
 - modules: training steps (forward, backward, SGD; bf16 autocast, channels-last) and inference passes of
   examples/modules/resnet.py over batch sizes, timed with CUDA events, median of the timed steps.
 - codec: distscope's own quantize.encode / decode (compress/quantize.py) on a large fp32 buffer, eager,
@@ -143,6 +145,40 @@ def mla_attention(dev: str, smoke: bool) -> list[dict[str, Any]]:
         except Exception as e:  # a backend without unequal head dims
             row["error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)
+    return rows
+
+
+# (C_in, C_out, kernel, stride, H_in): every distinct convolution of ResNet-50 v1.5 (stride in the 3x3)
+RESNET50_CONVS = ((3, 64, 7, 2, 224),
+                  (64, 64, 1, 1, 56), (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (256, 64, 1, 1, 56),
+                  (256, 128, 1, 1, 56), (128, 128, 3, 2, 56), (128, 128, 3, 1, 28), (128, 512, 1, 1, 28),
+                  (512, 128, 1, 1, 28), (256, 512, 1, 2, 56),
+                  (512, 256, 1, 1, 28), (256, 256, 3, 2, 28), (256, 256, 3, 1, 14), (256, 1024, 1, 1, 14),
+                  (1024, 256, 1, 1, 14), (512, 1024, 1, 2, 28),
+                  (1024, 512, 1, 1, 14), (512, 512, 3, 2, 14), (512, 512, 3, 1, 7), (512, 2048, 1, 1, 7),
+                  (2048, 512, 1, 1, 7), (1024, 2048, 1, 2, 14))
+
+
+def conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    t = timer(dev, 3, 10)
+    torch.backends.cudnn.benchmark = True
+    rows = []
+    batch = 2 if smoke else 128
+    for c_in, c_out, k, stride, h in RESNET50_CONVS[:2] if smoke else RESNET50_CONVS:
+        h = h // 8 if smoke else h
+        layer = torch.nn.Conv2d(c_in, c_out, k, stride, padding=k // 2, bias=False).to(dev, torch.bfloat16)
+        layer = layer.to(memory_format=torch.channels_last)
+        x = torch.randn(batch, c_in, h, h, device=dev, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+        x.requires_grad_(True)
+        y = layer(x)
+        h_out = y.shape[-1]
+        flops = 2.0 * batch * h_out * h_out * c_out * c_in * k * k
+        fwd = t(lambda layer=layer, x=x: layer(x))
+        g = torch.ones_like(y)
+        bwd = t(lambda y=y, g=g, x=x, w=layer.weight: torch.autograd.grad(y, (x, w), g, retain_graph=True))
+        rows.append({"batch": batch, "c_in": c_in, "c_out": c_out, "kernel": k, "stride": stride, "h_in": h,
+                     "h_out": h_out, "fwd_s": fwd, "bwd_s": bwd, "fwd_tflops": flops / fwd / 1e12,
+                     "bwd_tflops": 2 * flops / bwd / 1e12})
     return rows
 
 
@@ -298,7 +334,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention")
+    ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

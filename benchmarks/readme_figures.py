@@ -179,13 +179,15 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{device_check_h200:codec.estimator_gpu_quant_GBps} assumed",
      "`python benchmarks/device_check.py`"),
     ("the same checks on one NVIDIA H100 80GB HBM3 (`data/device/nvidia-h100-2026-11-26`), a later session: out of "
-     "sample for every model and for the H200's test bounds; plus FP8 expert GEMMs, MLA attention, nn.EmbeddingBag lookups "
+     "sample for every model and for the H200's test bounds; plus FP8 expert GEMMs, MLA attention, ResNet-50 convolutions, nn.EmbeddingBag lookups "
      "and FP8 scaling recipes",
      "GEMM bf16 {device_check_h100:gemm.bf16.all.mean_abs_pct}% / fp8 {device_check_h100:gemm.fp8.all.mean_abs_pct}% mean "
      "abs (signed {device_check_h100:gemm.bf16.all.signed_mean_pct}% / {device_check_h100:gemm.fp8.all.signed_mean_pct}%: "
      "the model is slow at small N, K); routed experts {device_check_h100:grouped_gemm.m_per_group_ge_2048.mean_abs_pct}%; "
      "FP8 (row-wise, torch._scaled_grouped_mm) {device_check_h100:grouped_gemm_fp8.m_per_group_ge_2048.mean_abs_pct}%; "
      "DeepSeek-V3 MLA attention on the cuDNN curve {device_check_h100:mla_attention.cudnn.both.mean_abs_pct}%; "
+     "ResNet-50 convolutions on the GEMM curve: 1x1 {device_check_h100:conv.1x1.mean_abs_pct}%, 3x3 "
+     "{device_check_h100:conv.3x3.signed_mean_pct:+.0f}% (model too slow); "
      "ResNet-50 b256 {device_check_h100:modules.rows.3.error_pct:+.1f}%; GPU-bound captures "
      "{device_check_h100:captures.gpu_compute_bound.mean_abs_pct}% ({device_check_h100:captures.gpu_compute_bound.n}), "
      "launch-bound {device_check_h100:captures.gpu_launch_bound.mean_abs_pct}% "

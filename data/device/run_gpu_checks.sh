@@ -25,7 +25,7 @@ cat "$OUT/env.txt"
 if [ "${KERNELS:-1}" = 1 ]; then
 timeout 240 python3 -m distscope measure kernels --out "$OUT/kernels.json" > "$OUT/kernels.log" 2>&1
 stamp "kernels rc=$?"; tail -9 "$OUT/kernels.log"
-timeout 180 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention}"
+timeout 180 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv}"
 stamp "probe rc=$?"
 fi
 
