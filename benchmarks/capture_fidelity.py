@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_PCT = 15.0  # issue 21: simulated step within 15% of the unprofiled median step
 WARMUP, TIMED, STEPS = 3, 4, 10
 MODEL = ("--hidden", "128", "--seq-len", "64")
-MODEL_ARGS = MODEL  # the job this run captures (main: --wide picks WIDE)
 WIDE = ("--hidden", "256", "--seq-len", "64", "--micro-batch", "4")  # tests/trace/test_capture_job.py's JOB
 
 
@@ -56,15 +55,15 @@ def _ds(*args: str, timeout: float = 300, check: bool = True) -> subprocess.Comp
     return proc
 
 
-def _job(nproc: int, layout: str) -> list[str]:
+def _job(nproc: int, layout: str, model: tuple[str, ...]) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *MODEL_ARGS]
+            str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *model]
 
 
-def _capture(out: Path, nproc: int, layout: str) -> tuple[dict[str, Any] | None, float, str]:
+def _capture(out: Path, nproc: int, layout: str, model: tuple[str, ...]) -> tuple[dict[str, Any] | None, float, str]:
     t0 = time.perf_counter()
     proc = _ds("trace", "capture", "--out", str(out), "--warmup", str(WARMUP), "--timed-steps", str(TIMED),
-               "--timeout-s", "200", "--no-convert", "--json", "--", *_job(nproc, layout), check=False)
+               "--timeout-s", "200", "--no-convert", "--json", "--", *_job(nproc, layout, model), check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return None, wall, proc.stderr.strip().splitlines()[-1][:300] if proc.stderr.strip() else f"exit {proc.returncode}"
@@ -95,8 +94,7 @@ def main() -> None:
     ap.add_argument("--repeat-captures", type=int, default=20)
     ap.add_argument("--wide", action="store_true", help="the capture test's wider job (results: capture_fidelity_wide)")
     args = ap.parse_args()
-    global MODEL_ARGS
-    MODEL_ARGS = WIDE if args.wide else MODEL
+    model = WIDE if args.wide else MODEL  # the job this run captures
     layouts, ranks = args.layouts.split(","), [int(r) for r in args.ranks.split(",")]
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -107,7 +105,7 @@ def main() -> None:
             for n in ranks:
                 for layout in layouts:
                     out = d / f"{layout}{n}-{i}"
-                    summary, wall, err = _capture(out, n, layout)
+                    summary, wall, err = _capture(out, n, layout, model)
                     if summary is None:
                         failures.append(f"{layout} x{n}: {err}")
                         print(f"{layout} x{n} #{i + 1}: capture failed: {err}", file=sys.stderr)
@@ -129,7 +127,7 @@ def main() -> None:
         scale = []
         for layout in ("ddp",):  # FSDP2 on one rank issues no collectives: nothing to grow (refused in one line)
             out = d / f"{layout}1"
-            summary, _, err = _capture(out, 1, layout)
+            summary, _, err = _capture(out, 1, layout, model)
             truth = [r["unprofiled_step_s"] for r in runs if r["layout"] == layout and r["ranks"] == 2]
             if summary is None or not truth:
                 failures.append(f"{layout} x1: {err or 'no 2-rank run to compare with'}")
@@ -146,7 +144,7 @@ def main() -> None:
         sims, own = [], []
         for i in range(args.repeat_captures):
             out = d / f"rep{i}"
-            summary, _, err = _capture(out, 2, "ddp")
+            summary, _, err = _capture(out, 2, "ddp", model)
             if summary is None:
                 rep["errors"].append(err)
                 continue
@@ -162,12 +160,12 @@ def main() -> None:
                        error_pct=_pct(statistics.median(sims), statistics.median(own)))
         # capture overhead: the job alone
         t0 = time.perf_counter()
-        subprocess.run(_job(2, "ddp"), env=_env(), cwd=ROOT, capture_output=True, timeout=300, check=True)
+        subprocess.run(_job(2, "ddp", model), env=_env(), cwd=ROOT, capture_output=True, timeout=300, check=True)
         plain_wall = time.perf_counter() - t0
     walls = [r["capture_wall_s"] for r in runs if r["layout"] == "ddp" and r["ranks"] == 2]
     errs = [r["error_pct"] for r in runs]
     save("capture_fidelity_wide" if args.wide else "capture_fidelity", {
-        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(MODEL_ARGS),
+        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(model),
         "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1) if errs else None,
         "mean_error_pct": round(statistics.fmean(errs), 1) if errs else None,
         "within_target": sum(abs(e) <= TARGET_PCT for e in errs),

@@ -60,23 +60,24 @@ def _pct(model: float, measured: float) -> float:
     return 100.0 * (model / measured - 1.0)
 
 
+def grid_errors(g: dict[str, Any], dev: Any, dt: DType, ceiling: float) -> list[tuple[float, float]]:
+    """(model / measured − 1 in %, the GEMM's smallest dim) for every shape of one measured grid, at the
+    saturation constant efficiency.GEMM_KAPPA holds now."""
+    return [(_pct(2.0 * m * n * k / eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling) / 1e12,
+                  g["tflops"][a][b][c]), min(m, n, k))
+            for a, m in enumerate(g["m"]) for b, n in enumerate(g["n"]) for c, k in enumerate(g["k"])]
+
+
 def gemm(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
     dev = get_device(h.device)
     out: dict[str, Any] = {}
     for dt_name, g in kernels["gemm"].items():
         dt = DType(dt_name)
         ceiling = kernel_data.gemm_ceiling(dev.name, dt)
-        errs, big = [], []
-        for i, m in enumerate(g["m"]):
-            for j, n in enumerate(g["n"]):
-                for k_i, k in enumerate(g["k"]):
-                    t = eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)
-                    e = _pct(2.0 * m * n * k / t / 1e12, g["tflops"][i][j][k_i])
-                    errs.append(e)
-                    if min(m, n, k) >= 1024:
-                        big.append(e)
+        errs = grid_errors(g, dev, dt, ceiling)
         best = max(max(max(r) for r in plane) for plane in g["tflops"])
-        out[dt_name] = {"all": _stats(errs), "all_dims_ge_1024": _stats(big), "measured_best_tflops": round(best, 1),
+        out[dt_name] = {"all": _stats([e for e, _ in errs]), "all_dims_ge_1024": _stats([e for e, d in errs if d >= 1024]),
+                        "measured_best_tflops": round(best, 1),
                         "model_ceiling_tflops": round(ceiling * dev.flops(dt) / 1e12, 1),
                         "kernel_level_kappa": _kappa(g, dev, dt, ceiling)}
     return out
@@ -90,10 +91,7 @@ def _kappa(g: dict[str, Any], dev: Any, dt: DType, ceiling: float) -> dict[str, 
     try:
         for i in range(2, 41):
             eff.GEMM_KAPPA = 0.05 * i
-            scores[eff.GEMM_KAPPA] = statistics.fmean(
-                abs(2.0 * m * n * k / eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling) / 1e12
-                    / g["tflops"][a][b][c] - 1)
-                for a, m in enumerate(g["m"]) for b, n in enumerate(g["n"]) for c, k in enumerate(g["k"]))
+            scores[eff.GEMM_KAPPA] = statistics.fmean(abs(e) / 100 for e, _ in grid_errors(g, dev, dt, ceiling))
     finally:
         eff.GEMM_KAPPA = shipped
     best = min(scores, key=scores.__getitem__)
@@ -120,28 +118,32 @@ def attention(kernels: dict[str, Any], h: Host) -> dict[str, Any]:
     return out
 
 
-def grouped(probe: dict[str, Any], h: Host) -> dict[str, Any]:
+def _spread(ratios: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(ratios), 2), "min": round(min(ratios), 2), "max": round(max(ratios), 2)}
+
+
+def grouped(probe: dict[str, Any], h: Host, section: str = "grouped_gemm", dt: DType = DType.BF16) -> dict[str, Any]:
+    """The routed experts as the model prices them (one GEMM per expert on the dense curve of `dt`, per-tensor
+    scales in FP8) against the grouped kernel `section` measured: torch._grouped_mm (bf16) or
+    torch._scaled_grouped_mm (FP8, row-wise scales); and that kernel against one dense GEMM of a group (and a
+    Python loop of them, where measured)."""
     dev = get_device(h.device)
-    dt = DType.BF16
     ceiling = kernel_data.gemm_ceiling(dev.name, dt)
-    rows = [r for r in probe["grouped_gemm"]["rows"] if "grouped_tflops" in r]
-    errs, vs_dense, vs_loop, per_row = [], [], [], []
+    rows = [r for r in probe[section]["rows"] if "grouped_tflops" in r]
+    errs, per_row = [], []
     for r in rows:
         g, m, n, k = r["groups"], r["m_per_group"], r["n"], r["k"]
         t = g * eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)
         e = _pct(2.0 * g * m * n * k / t / 1e12, r["grouped_tflops"])
         errs.append(e)
-        vs_dense.append(r["grouped_tflops"] / r["dense_one_tflops"])
-        vs_loop.append(r["grouped_tflops"] / r["loop_tflops"])
         per_row.append({k2: r[k2] for k2 in ("model", "gemm", "groups", "m_per_group")} | {
             "measured_tflops": round(r["grouped_tflops"], 1), "model_error_pct": round(e, 1)})
     big = [e for e, r in zip(errs, rows, strict=True) if r["m_per_group"] >= 2048]
-    return {"model_vs_grouped_mm": _stats(errs), "m_per_group_ge_2048": _stats(big),
-            "grouped_over_one_dense_gemm": {"median": round(statistics.median(vs_dense), 2), "min": round(min(vs_dense), 2),
-                                            "max": round(max(vs_dense), 2)},
-            "grouped_over_python_loop": {"median": round(statistics.median(vs_loop), 2), "min": round(min(vs_loop), 2),
-                                         "max": round(max(vs_loop), 2)},
-            "rows": per_row}
+    out = {"model_vs_grouped_mm": _stats(errs), "m_per_group_ge_2048": _stats(big),
+           "grouped_over_one_dense_gemm": _spread([r["grouped_tflops"] / r["dense_one_tflops"] for r in rows])}
+    if all("loop_tflops" in r for r in rows):
+        out["grouped_over_python_loop"] = _spread([r["grouped_tflops"] / r["loop_tflops"] for r in rows])
+    return out | {"rows": per_row}
 
 
 def modules(data: Path) -> dict[str, Any]:
@@ -168,35 +170,21 @@ def codec(probe: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def grouped_fp8(probe: dict[str, Any], h: Host) -> dict[str, Any]:
-    """The routed experts in FP8 as the model prices them (one per-tensor FP8 GEMM per expert on the dense
-    curve) against torch._scaled_grouped_mm with row-wise scales."""
-    dev, dt = get_device(h.device), DType.FP8
-    ceiling = kernel_data.gemm_ceiling(dev.name, dt)
-    rows = [r for r in probe["grouped_gemm_fp8"]["rows"] if "grouped_tflops" in r]
-    errs = [_pct(2.0 * r["groups"] * r["m_per_group"] * r["n"] * r["k"] / (r["groups"] * eff.gemm_time_s(
-        r["m_per_group"], r["n"], r["k"], dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling)) / 1e12, r["grouped_tflops"])
-        for r in rows]
-    big = [e for e, r in zip(errs, rows, strict=True) if r["m_per_group"] >= 2048]
-    ratio = [r["grouped_tflops"] / r["dense_one_tflops"] for r in rows]
-    return {"model_vs_scaled_grouped_mm": _stats(errs), "m_per_group_ge_2048": _stats(big),
-            "grouped_over_one_dense_gemm": {"median": round(statistics.median(ratio), 2), "min": round(min(ratio), 2),
-                                            "max": round(max(ratio), 2)}}
-
-
 def mla(probe: dict[str, Any], h: Host) -> dict[str, Any]:
-    """DeepSeek-V3's MLA head shapes (query/key 192, value 128) through the published-kernel attention
-    curves (efficiency.flash_attention_s at σ = 1, per kernel) against SDPA as measured."""
+    """DeepSeek-V3's MLA head shapes (query/key 192, value 128) on the published-kernel attention curves
+    (kernel_data.attention_efficiency at their mean head dim, as efficiency.flash_attention_s prices them, at
+    σ = 1) against SDPA as measured: time errors, model / measured − 1."""
     dev = get_device(h.device)
+    peak = dev.flops(DType.BF16) / 1e12
     out: dict[str, Any] = {}
     for kernel in ("fa2", "cudnn", "fa3"):
-        fwd, bwd = [], []
+        errs: dict[str, list[float]] = {"fwd": [], "bwd": []}
         for r in probe["mla_attention"]["rows"]:
-            f, b = eff.flash_attention_s(dev, DType.BF16, r["batch"] * r["heads"], r["seq"], r["seq"], r["d_qk"], r["d_v"],
-                                         True, kernel)
-            fwd.append(_pct((f - eff.KERNEL_S) * eff.SUSTAINED, r["fwd_s"]))
-            bwd.append(_pct((b - 2 * eff.KERNEL_S) * eff.SUSTAINED, r["bwd_s"]))
-        out[kernel] = {"fwd_time": _stats(fwd), "bwd_time": _stats(bwd), "both": _stats(fwd + bwd)}
+            for pss, got in errs.items():
+                e = kernel_data.attention_efficiency(dev.name, DType.BF16, kernel, True, (r["d_qk"] + r["d_v"]) / 2,
+                                                     r["seq"], pss)
+                got.append(_pct(r[f"{pss}_tflops"], e * peak))
+        out[kernel] = {"fwd_time": _stats(errs["fwd"]), "bwd_time": _stats(errs["bwd"]), "both": _stats(errs["fwd"] + errs["bwd"])}
     return out
 
 
@@ -310,10 +298,10 @@ def check(data: Path) -> None:
           f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
           f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
     if "grouped_gemm_fp8" in probe:
-        result["grouped_gemm_fp8"] = grouped_fp8(probe, h)
+        result["grouped_gemm_fp8"] = grouped(probe, h, "grouped_gemm_fp8", DType.FP8)
         g8 = result["grouped_gemm_fp8"]
         print(f"grouped GEMM fp8 (row-wise torch._scaled_grouped_mm): model mean |err| "
-              f"{g8['model_vs_scaled_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g8['m_per_group_ge_2048']['mean_abs_pct']}%)")
+              f"{g8['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g8['m_per_group_ge_2048']['mean_abs_pct']}%)")
     if "mla_attention" in probe:
         result["mla_attention"] = mla(probe, h)
         print("MLA attention, step time model vs SDPA: " + ", ".join(

@@ -35,7 +35,7 @@ import json
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,66 +62,63 @@ def timer(dev: str, warmup: int, iters: int) -> Callable[[Callable[[], Any]], fl
     return lambda fn: t(fn, warmup, iters)
 
 
+def _expert_gemms(smoke: bool) -> Iterator[tuple[dict[str, Any], int, int, int, int]]:
+    """The routed-expert GEMMs both grouped sections time: (the row's identifying fields, groups, rows per
+    group, N, K) for each model's up and down projection, 8 and 32 groups of 128-8,192 rows."""
+    for name, hidden, inter in MOE_SHAPES[:1] if smoke else MOE_SHAPES:
+        h, f = (64, 32) if smoke else (hidden, inter)
+        for gemm, n, k in (("up", 2 * f, h), ("down", h, f)):
+            for g in (2,) if smoke else (8, 32):
+                for m in (16,) if smoke else (128, 512, 2048, 8192):
+                    yield {"model": name, "gemm": gemm, "groups": g, "m_per_group": m, "n": n, "k": k}, g, m, n, k
+
+
 def grouped_gemm(dev: str, smoke: bool) -> list[dict[str, Any]]:
     t = timer(dev, 3, 10)
     rows = []
-    shapes = MOE_SHAPES[:1] if smoke else MOE_SHAPES
-    groups = (2,) if smoke else (8, 32)
-    ms = (16,) if smoke else (128, 512, 2048, 8192)
     dt = torch.bfloat16
-    for name, hidden, inter in shapes:
-        h, f = (64, 32) if smoke else (hidden, inter)
-        for gemm, n, k in (("up", 2 * f, h), ("down", h, f)):
-            for g in groups:
-                for m in ms:
-                    a = torch.randn(g * m, k, device=dev, dtype=dt)
-                    w = torch.randn(g, n, k, device=dev, dtype=dt)  # weights stored (out, in), as nn.Linear
-                    offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
-                    flops = 2.0 * g * m * n * k
-                    row: dict[str, Any] = {"model": name, "gemm": gemm, "groups": g, "m_per_group": m, "n": n, "k": k}
-                    try:
-                        bt = w.transpose(-2, -1)
-                        row["grouped_s"] = t(lambda a=a, bt=bt, offs=offs: torch._grouped_mm(a, bt, offs=offs))
-                        row["grouped_tflops"] = flops / row["grouped_s"] / 1e12
-                    except Exception as e:  # not every build has it (CPU builds, older torch)
-                        row["grouped_error"] = f"{type(e).__name__}: {e}"[:300]
-                    a1, b1 = a[:m], w[0].t()
-                    row["dense_one_s"] = t(lambda a1=a1, b1=b1: torch.matmul(a1, b1))
-                    row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
-                    row["loop_s"] = t(lambda a=a, w=w, g=g, m=m: [torch.matmul(a[i * m:(i + 1) * m], w[i].t())
-                                                                 for i in range(g)])
-                    row["loop_tflops"] = flops / row["loop_s"] / 1e12
-                    rows.append(row)
-                    del a, w
+    for row, g, m, n, k in _expert_gemms(smoke):
+        a = torch.randn(g * m, k, device=dev, dtype=dt)
+        w = torch.randn(g, n, k, device=dev, dtype=dt)  # weights stored (out, in), as nn.Linear
+        offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
+        flops = 2.0 * g * m * n * k
+        try:
+            bt = w.transpose(-2, -1)
+            row["grouped_s"] = t(lambda a=a, bt=bt, offs=offs: torch._grouped_mm(a, bt, offs=offs))
+            row["grouped_tflops"] = flops / row["grouped_s"] / 1e12
+        except Exception as e:  # not every build has it (CPU builds, older torch)
+            row["grouped_error"] = f"{type(e).__name__}: {e}"[:300]
+        a1, b1 = a[:m], w[0].t()
+        row["dense_one_s"] = t(lambda a1=a1, b1=b1: torch.matmul(a1, b1))
+        row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
+        row["loop_s"] = t(lambda a=a, w=w, g=g, m=m: [torch.matmul(a[i * m:(i + 1) * m], w[i].t()) for i in range(g)])
+        row["loop_tflops"] = flops / row["loop_s"] / 1e12
+        rows.append(row)
+        del a, w
     return rows
 
 
 def grouped_gemm_fp8(dev: str, smoke: bool) -> list[dict[str, Any]]:
     t = timer(dev, 3, 10)
     f8, rows = torch.float8_e4m3fn, []
-    for name, hidden, inter in MOE_SHAPES[:1] if smoke else MOE_SHAPES:
-        h, f = (64, 32) if smoke else (hidden, inter)
-        for gemm, n, k in (("up", 2 * f, h), ("down", h, f)):
-            for g in (2,) if smoke else (8, 32):
-                for m in (16,) if smoke else (128, 512, 2048, 8192):
-                    a = torch.randn(g * m, k, device=dev).to(f8)
-                    w = torch.randn(g, n, k, device=dev).to(f8)
-                    offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
-                    sa, sb = torch.ones(g * m, device=dev), torch.ones(g, n, device=dev)
-                    row: dict[str, Any] = {"model": name, "gemm": gemm, "groups": g, "m_per_group": m, "n": n, "k": k}
-                    try:
-                        row["grouped_s"] = t(lambda a=a, w=w, sa=sa, sb=sb, offs=offs: torch._scaled_grouped_mm(
-                            a, w.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16))
-                        row["grouped_tflops"] = 2.0 * g * m * n * k / row["grouped_s"] / 1e12
-                        a1, w1 = a[:m], w[0]
-                        s1a, s1b = torch.ones(m, 1, device=dev), torch.ones(1, n, device=dev)
-                        row["dense_one_s"] = t(lambda a1=a1, w1=w1, s1a=s1a, s1b=s1b: torch._scaled_mm(
-                            a1, w1.t(), scale_a=s1a, scale_b=s1b, out_dtype=torch.bfloat16))
-                        row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
-                    except Exception as e:  # CPU builds, sm < 90
-                        row["error"] = f"{type(e).__name__}: {e}"[:300]
-                    rows.append(row)
-                    del a, w
+    for row, g, m, n, k in _expert_gemms(smoke):
+        a = torch.randn(g * m, k, device=dev).to(f8)
+        w = torch.randn(g, n, k, device=dev).to(f8)
+        offs = torch.arange(m, g * m + 1, m, device=dev, dtype=torch.int32)
+        sa, sb = torch.ones(g * m, device=dev), torch.ones(g, n, device=dev)
+        try:
+            row["grouped_s"] = t(lambda a=a, w=w, sa=sa, sb=sb, offs=offs: torch._scaled_grouped_mm(
+                a, w.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16))
+            row["grouped_tflops"] = 2.0 * g * m * n * k / row["grouped_s"] / 1e12
+            a1, w1 = a[:m], w[0]
+            s1a, s1b = torch.ones(m, 1, device=dev), torch.ones(1, n, device=dev)
+            row["dense_one_s"] = t(lambda a1=a1, w1=w1, s1a=s1a, s1b=s1b: torch._scaled_mm(
+                a1, w1.t(), scale_a=s1a, scale_b=s1b, out_dtype=torch.bfloat16))
+            row["dense_one_tflops"] = 2.0 * m * n * k / row["dense_one_s"] / 1e12
+        except Exception as e:  # CPU builds, sm < 90
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        rows.append(row)
+        del a, w
     return rows
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from _device import host, sessions
 from _results import save
+from device_check import grid_errors
 from distscope.dtypes import DType
 from distscope.model import efficiency as eff
 from distscope.model import kernel_data
@@ -61,10 +62,7 @@ def _grid_errors(kappa: float) -> list[float]:
         dev = get_device(host(data).device)
         for dt_name, g in json.loads((data / "kernels.json").read_text())["kernels"]["gemm"].items():
             dt = DType(dt_name)
-            ceiling = kernel_data.gemm_ceiling(dev.name, dt)
-            out += [2.0 * m * n * k / eff.gemm_time_s(m, n, k, dt.bytes, dev.flops(dt), dev.hbm_Bps, ceiling) / 1e12
-                    / g["tflops"][a][b][c] - 1
-                    for a, m in enumerate(g["m"]) for b, n in enumerate(g["n"]) for c, k in enumerate(g["k"])]
+            out += [e / 100 for e, _ in grid_errors(g, dev, dt, kernel_data.gemm_ceiling(dev.name, dt))]
     return out
 
 
