@@ -51,6 +51,12 @@ def family(device_name: str) -> str:
     return device_name
 
 
+def _own_families(device_name: str) -> tuple[str, str]:
+    """The device's family and its same-silicon alias (itself when it has none), in lookup order."""
+    fam = family(device_name)
+    return fam, FAMILY_ALIAS.get(fam, fam)
+
+
 def _rows(name: str) -> list[dict[str, str]]:
     text = resources.files("distscope.model").joinpath(f"data/kernels/{name}").read_text()
     return list(csv.DictReader(io.StringIO(text)))
@@ -79,9 +85,9 @@ def gemm_ceiling(device_name: str, dtype: DType) -> float:
 def _gemm_keys(device_name: str, dtype: DType) -> list[tuple[str, DType]]:
     """Where a ceiling is looked up, best first: the family's own dtype, its same-silicon alias, the
     family's bf16 ceiling (a dtype without rows), then the fallback part's."""
-    fam = family(device_name)
+    own = _own_families(device_name)
+    fam = own[0]
     dt: DType = DType.BF16 if dtype is DType.FP16 else dtype
-    own = (fam, FAMILY_ALIAS.get(fam, fam))
     keys = [(f, dt) for f in own] + [(f, DType.BF16) for f in own]
     if fam in FALLBACK_FAMILY:
         keys += [(FALLBACK_FAMILY[fam], dt), (FALLBACK_FAMILY[fam], DType.BF16)]
@@ -111,9 +117,8 @@ def _scaling_factors() -> dict[tuple[str, Scaling], float]:
 
 
 def _scaling_row(device_name: str, scaling: Scaling) -> float | None:
-    fam = family(device_name)
     table = _scaling_factors()
-    return next((table[(f, scaling)] for f in (fam, FAMILY_ALIAS.get(fam, fam)) if (f, scaling) in table), None)
+    return next((table[(f, scaling)] for f in _own_families(device_name) if (f, scaling) in table), None)
 
 
 def scaled_gemm_factor(device_name: str, scaling: Scaling) -> float:
@@ -192,7 +197,7 @@ def _covers(fam: str, dt: DType, kernel: str, head_dim: float) -> bool:
 def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bool, head_dim: float, seq: float,
                          pss: str) -> float:
     """Achieved fraction of the dtype's dense peak of one fused-attention pass ('fwd' or 'bwd')."""
-    fam = FAMILY_ALIAS.get(family(device_name), family(device_name))
+    fam = _own_families(device_name)[1]
     fam = ATTENTION_DIE.get(fam, fam)
     ref = _measured(REFERENCE_FAMILY, dtype, kernel, causal, pss, head_dim, seq)
     if ref is None:  # no such kernel/dtype measured on the reference device: FlashAttention-2 in bf16
