@@ -196,3 +196,45 @@ def test_shaped_specs_round_trip(dims: list[int], dtype: str) -> None:
         assert not ok
         return
     assert ok and spec.shape == tuple(dims)
+
+
+class _Attend(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.kv = nn.Linear(64, 64), nn.Linear(32, 128)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        q = self.q(x).view(2, -1, 4, 16).transpose(1, 2)
+        k, v = (t.view(2, -1, 4, 16).transpose(1, 2) for t in self.kv(ctx).chunk(2, dim=-1))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("inference", [True, False])
+def test_sdpa_is_one_fused_attention_per_pass_with_its_shape_and_torchs_flops(inference: bool) -> None:
+    """On the meta device SDPA would decompose into its math path (bmm, softmax, casts), which no GPU
+    runs; the trace keeps one fused op per pass. Its forward has the FLOPs torch's counter gives the math
+    path; its backward has more (the fused kernel recomputes the scores, which the math path saves)."""
+    g = trace_module(_Attend, parse_inputs("x:2x96x64:fp16,ctx:2x80x32:fp16"), "attend", inference=inference)
+    attn = [o for o in g.ops if o.kind is OpKind.ATTENTION]
+    assert [o.phase for o in attn] == [Phase.FORWARD] + ([] if inference else [Phase.BACKWARD])
+    assert all(o.attn is not None and (o.attn.batch_heads, o.attn.seq_q, o.attn.seq_kv, o.attn.d_qk, o.attn.causal)
+               == (8, 96, 80, 16, True) for o in attn)
+    assert not any(o.name in ("bmm", "_safe_softmax") for o in g.ops)
+    with torch.device("meta"):
+        m = _Attend().half()
+    x, c = torch.empty(2, 96, 64, device="meta", dtype=torch.half), torch.empty(2, 80, 32, device="meta", dtype=torch.half)
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        m(x, c)
+    assert g.flops(Phase.FORWARD) == fc.get_total_flops()
+
+
+def test_convolutions_and_group_norms_carry_their_patch_boundary_bytes() -> None:
+    g = trace_module(lambda: nn.Sequential(nn.Conv2d(4, 64, 3, padding=1), nn.GroupNorm(32, 64),
+                                           nn.Conv2d(64, 64, 1)), parse_inputs("x:2x4x16x24:fp16"), "convs",
+                     inference=True)
+    conv3, conv1 = [o for o in g.ops if o.kind is OpKind.CONV]
+    gn = next(o for o in g.ops if o.name == "native_group_norm")
+    assert conv3.exchange_bytes == 1 * 2 * 4 * 24 * 2  # one padding row of the (2, 4, ., 24) fp16 input
+    assert conv3.in_bytes == 2 * 4 * 16 * 24 * 2
+    assert conv1.exchange_bytes == 0  # no padding: nothing crosses a patch boundary
+    assert gn.exchange_bytes == 2 * 2 * 32 * 2  # mean and mean-square per (sample, group)

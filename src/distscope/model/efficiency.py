@@ -130,16 +130,29 @@ def gemm_s(device: Device, dtype: DType, M: float, N: float, K: float) -> float:
     return gemm_time_s(M, N, K, dtype.bytes, device.flops(dtype), device.hbm_Bps, gemm_eta_max(device.name, dtype))
 
 
+# FlashAttention-2's kernels are compiled for these head dims (flash-attn csrc/flash_attn/src/static_switch.h
+# HEADDIM_SWITCH, vendored by PyTorch's SDPA flash backend); a smaller dim runs the next template, padded
+FA2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)
+
+
+def fa2_head_dim(d: float) -> float:
+    """The head dim FlashAttention-2 computes for a head of `d` (FA2_HEAD_DIMS; beyond 256 unchanged)."""
+    return next((t for t in FA2_HEAD_DIMS if t >= d), d)
+
+
 def flash_attention_s(device: Device, dtype: DType, batch_heads: float, seq_q: float, seq_kv: float,
                       d_qk: float, d_v: float, causal: bool = True, kernel: str = "fa2") -> tuple[float, float]:
     """(forward, backward) time of fused attention over batch·heads sequences: the measured table when
     the device carries one, else FlashAttention's FLOPs (forward 2·BH·s_q·s_kv·(d_qk + d_v), halved
     when causal; backward 2.5x) at the published efficiency of `kernel` (fa2, cudnn, fa3) for that
-    head dim and sequence, times σ (kernel_data.attention_efficiency)."""
+    head dim and sequence, times σ (kernel_data.attention_efficiency). FlashAttention-2 computes a
+    head of d at its template head dim at or above d (fa2_head_dim: 40 runs as 64, 80 as 96)."""
     kp = device.kernels
     if kp is not None and kp.has_attention(dtype, causal):  # a kernel benchmark: σ of it, as for GEMMs
         fwd, bwd = kp.attention_time_s(dtype, causal, batch_heads, seq_q, seq_kv, (d_qk + d_v) / 2)
         return fwd / SUSTAINED, bwd / SUSTAINED
+    if kernel == "fa2":  # FlashAttention-2 runs the smallest head-dim template at or above each dim
+        d_qk, d_v = fa2_head_dim(d_qk), fa2_head_dim(d_v)
     flops = 2.0 * batch_heads * seq_q * seq_kv * (d_qk + d_v) * (0.5 if causal else 1.0)
     hd, s = (d_qk + d_v) / 2, (seq_q * seq_kv) ** 0.5
     peak = device.flops(dtype) * SUSTAINED

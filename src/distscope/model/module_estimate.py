@@ -8,7 +8,9 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
   C_in/groups·k_h·k_w), times its FLOPs over 2MNK (a backward computing both gradients costs twice);
   no published convolution-efficiency table is used yet, so depthwise and small-channel layers are
   as fast here as a GEMM of their shape;
-- fused attention: its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
+- fused attention: FlashAttention-2's time for its shape (efficiency.flash_attention_s: the device's measured
+  table or the published FA2 curve for its head dim and sequence), forward or backward by phase; an
+  attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
 - any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each.
 Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
 run ahead across the pass: max(GPU, host)).
@@ -27,6 +29,7 @@ import dataclasses
 from typing import Any
 
 from distscope.comm import Collective, collective_s, group_net
+from distscope.dtypes import DType
 from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
 from distscope.model import host
@@ -34,7 +37,7 @@ from distscope.model.estimate import ADAM_BYTES_PER_PARAM, DDP_BUCKET_PARAMS, MA
 from distscope.model.memory import WORKSPACE_BYTES
 from distscope.system.device import Device
 from distscope.system.topology import Cluster
-from distscope.workload.module_graph import ModuleGraph, Op, OpKind, Phase
+from distscope.workload.module_graph import AttnShape, ModuleGraph, Op, OpKind, Phase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,9 +71,17 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     if op.kind is OpKind.CONV and op.gemm is not None:
         m, n, k = op.gemm
         return eff.gemm_s(device, dt, m, n, k) * op.flops / (2.0 * m * n * k) if op.flops else 0.0
+    if op.kind is OpKind.ATTENTION and op.attn is not None:
+        return attention_s(op.attn, op.phase, device, dt)
     if op.kind is OpKind.ATTENTION:
         return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
     return eff.elementwise_s(device, op.bytes, 1)
+
+
+def attention_s(a: AttnShape, phase: Phase, device: Device, dtype: DType) -> float:
+    """One fused-attention pass of shape `a` (efficiency.flash_attention_s, FlashAttention-2)."""
+    fwd, bwd = eff.flash_attention_s(device, dtype, a.batch_heads, a.seq_q, a.seq_kv, a.d_qk, a.d_v, causal=a.causal)
+    return fwd if phase is Phase.FORWARD else bwd
 
 
 def optimizer_s(graph: ModuleGraph, device: Device, shard: int) -> float:

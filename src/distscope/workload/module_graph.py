@@ -10,9 +10,16 @@ through a TorchDispatchMode that records every aten op with its shapes. Each op 
 - a GEMM (mm, addmm, bmm, baddbmm) with its (M, N, K);
 - a convolution (forward or backward) with its implicit-GEMM dims (M = N·H_out·W_out, N = C_out,
   K = C_in/groups·k_h·k_w) and its FLOPs from torch's own formulas (torch.utils.flop_counter);
-- a fused attention (SDPA flash / efficient / cuDNN, forward or backward) with its FLOPs;
+- a fused attention (forward or backward) with its FLOPs and its shape (AttnShape). On the meta device
+  `F.scaled_dot_product_attention` would decompose into its math path (two bmm, a softmax, casts), which
+  no GPU runs; the trace routes it to the memory-efficient fused op instead (`_FusedSDPA`), one kernel
+  per pass as FlashAttention is;
 - an element-wise or reduction kernel priced by the bytes it reads and writes;
 - nothing, for views and metadata ops (they launch no kernel).
+
+Convolutions and group norms also carry the bytes a patch-parallel run exchanges for them
+(`Op.exchange_bytes`, model/patch_parallel.py): a convolution's padding rows of its input (one side),
+a group norm's per-group mean and mean-square.
 
 FLOPs follow torch.utils.flop_counter (FlopCounterMode's registry), so the graph's total equals what
 FlopCounterMode reports for the same step. The bytes the autograd graph keeps for the backward
@@ -53,6 +60,18 @@ class Phase(enum.Enum):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class AttnShape:
+    """A fused attention's problem: batch·heads sequences of seq_q queries over seq_kv keys."""
+
+    batch_heads: int
+    seq_q: int
+    seq_kv: int
+    d_qk: int
+    d_v: int
+    causal: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Op:
     name: str  # the aten op
     kind: OpKind
@@ -61,6 +80,9 @@ class Op:
     bytes: float  # read + written
     gemm: tuple[float, float, float] | None = None  # (M, N, K): GEMMs and convolutions' implicit GEMM
     module: str = ""  # the model's top-level child the op ran in ("" at the root)
+    attn: AttnShape | None = None  # fused attention only
+    exchange_bytes: float = 0.0  # convolution: its input's padding rows (one side); group norm: its statistics
+    in_bytes: float = 0.0  # its first tensor argument (convolution and group norm: the activation it reads)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,6 +183,9 @@ _VIEW_OPS = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "as_
              "ones_like", "zeros_like", "empty_like", "empty", "zeros", "lift_fresh", "_reshape_alias"}
 _GEMMS = {"mm", "addmm", "bmm", "baddbmm"}
 _CONVS = {"convolution", "convolution_backward"}
+_FUSED_ATTN = {"_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+               "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+               "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward"}
 
 
 def _nbytes(x: Any) -> float:
@@ -191,6 +216,41 @@ def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[float, float, 
     return float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:]))
 
 
+def _attn_shape(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AttnShape | None:
+    """The problem of a fused attention op, read through its schema (query, key, value, is_causal)."""
+    if func._overloadpacket.__name__ not in _FUSED_ATTN:
+        return None
+    bound = dict(zip((a.name for a in func._schema.arguments), args, strict=False)) | kwargs
+    q, k, v = bound["query"], bound["key"], bound["value"]
+    return AttnShape(batch_heads=int(q.shape[0] * q.shape[1]), seq_q=int(q.shape[2]), seq_kv=int(k.shape[2]),
+                     d_qk=int(q.shape[3]), d_v=int(v.shape[3]), causal=bool(bound.get("is_causal", False)))
+
+
+def _exchange_bytes(op: str, args: tuple[Any, ...]) -> float:
+    """Bytes one patch boundary of this op costs a patch-parallel run (Op.exchange_bytes): a forward
+    convolution's padding rows of its (N, C, H, W) input, a group norm's mean and mean-square per group."""
+    if op == "convolution" and args[0].dim() == 4:
+        x, pad = args[0], int(args[4][0])
+        return float(pad * x.shape[0] * x.shape[1] * x.shape[3] * x.element_size())
+    if op == "native_group_norm":
+        x, groups = args[0], int(args[6])
+        return float(2 * x.shape[0] * groups * x.element_size())
+    return 0.0
+
+
+def _fused_sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
+                scale: float | None = None, enable_gqa: bool = False) -> Any:
+    """`F.scaled_dot_product_attention` as the one fused kernel a GPU runs (the memory-efficient op, which
+    has meta kernels for both passes), or None where its arguments need the math path."""
+    import torch
+
+    if q.dim() != 4 or k.dim() != 4 or (enable_gqa and q.shape[1] != k.shape[1]):
+        return None
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, attn_mask, q.requires_grad or k.requires_grad or v.requires_grad, dropout_p, is_causal, scale=scale)
+    return out[0]
+
+
 def _top_child(parents: set[str]) -> str:
     """The top-level child among ModuleTracker's parents ('Global', 'Root', 'Root.block', ...): 'block'."""
     names = [p.split(".", 2)[1] for p in parents if p.count(".") >= 1]
@@ -219,9 +279,21 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
     except Exception as exc:
         raise DistscopeError(f"--model {name}: building the module on the meta device failed: "
                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    from torch.overrides import TorchFunctionMode
+
     ops: list[Op] = []
     phase = [Phase.FORWARD]
     tracker = ModuleTracker()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    class _FusedSDPA(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is sdpa:
+                out = _fused_sdpa(*args, **kwargs)
+                if out is not None:
+                    return out
+            return func(*args, **kwargs)
 
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -237,11 +309,14 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             if op in _GEMMS:
                 ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
-                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out), where))
+                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out), where,
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0])))
             elif flops > 0:
-                ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where))
+                ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where,
+                              attn=_attn_shape(func, args, kwargs)))
             else:
-                ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes, module=where))
+                ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes, module=where,
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]) if args else 0.0))
             return out
 
     saved = [0.0]
@@ -253,11 +328,11 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
     xs = [torch.empty(s.shape, dtype=tdt[s.dtype], device="meta") for s in inputs]
     try:
         if inference:
-            with torch.no_grad(), tracker, _Record():
+            with torch.no_grad(), tracker, _FusedSDPA(), _Record():
                 model.eval()
                 model(*xs)
         else:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tracker, _Record():
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), tracker, _FusedSDPA(), _Record():
                 out = model(*xs)
                 leaves = [t for t in (out if isinstance(out, list | tuple) else [out]) if isinstance(t, torch.Tensor)]
                 if not leaves or not any(t.requires_grad for t in leaves):
