@@ -26,6 +26,7 @@ EXTRA_FOR = {
     "distscope trace generate --model torch:": "torch|chakra",  # before the plain prefix: first match wins
     "distscope trace generate": "chakra",
     "distscope trace capture": "torch",
+    "distscope serve diffusion": "torch|diffusion",
     "distscope simulate traces/": "chakra",
     "distscope simulate cap/": "chakra",
     "distscope simulate resnet_traces/": "chakra",

@@ -1,5 +1,6 @@
-"""`distscope serve estimate|simulate|plan|validate|measure`: inference serving, estimated, simulated,
-planned, validated against published serving results, and measured on a real torch model."""
+"""`distscope serve estimate|simulate|plan|validate|measure|diffusion`: inference serving, estimated,
+simulated, planned, validated against published serving results, and measured on a real torch model;
+`diffusion` prices a diffusion denoiser's patch-parallel latency (serve/diffusion_cli.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from distscope.serve import scenario as S
 # the model and cluster every verb starts from (scenario/flags.py); serve plan, like plan, the planner's
 WORKLOAD, SYSTEM = WorkloadFlags(), SystemFlags()
 
-app = typer.Typer(help="Inference serving: estimate, simulate, plan, validate, measure.", no_args_is_help=True)
+app = typer.Typer(help="Inference serving: estimate, simulate, plan, validate, measure; diffusion patch parallelism.",
+                  no_args_is_help=True)
 
 
 def _fmt_s(t: float) -> str:
@@ -357,3 +359,27 @@ def measure_cmd(
         if "predicted_from_kernels" in res:
             line += f"  (from kernels {res['predicted_from_kernels'][k]:.4g}, {res['error_pct_from_kernels'][k]:+.1f}%)"
         out.print(line)
+
+
+@app.command("diffusion")
+def diffusion_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="The denoiser: torch:FILE.py:FACTORY (its first input is the latent, N×C×H×W).")] = "torch:examples/modules/sdxl.py:unet",
+    input: Annotated[str | None, typer.Option("--input", help="Sample inputs name:shape:dtype, comma-separated; the first is the latent, its batch the CFG halves (default: SDXL at 1024x1024 with guidance).")] = "x:2x4x128x128:fp16,ctx:2x77x2048:fp16",
+    cluster: S.ClusterOpt = "dgx-a100",
+    gpus: Annotated[str, typer.Option("--gpus", "-n", help="Comma list of GPU counts per image.")] = "1,2,4,8",
+    mode: Annotated[str, typer.Option("--mode", help="Comma list of displaced (DistriFusion), sync, pcpp, naive, or all.")] = "displaced",
+    steps: Annotated[int, typer.Option("--steps", help="Denoising steps.")] = 50,
+    warmup_steps: Annotated[int, typer.Option("--warmup-steps", help="Synchronous warm-up steps after the first (DistriFusion's default 4).")] = 4,
+    pcpp_ratio: Annotated[float, typer.Option("--pcpp-ratio", help="PCPP: fraction of each neighbouring patch a patch attends to.")] = 0.5,
+    cfg_split: Annotated[bool, typer.Option("--cfg-split/--no-cfg-split", help="Run the conditional and unconditional halves on two GPU groups.")] = True,
+    cuda_graph: Annotated[bool, typer.Option("--cuda-graph/--eager", help="Replay each step as a CUDA graph (no host bound), as DistriFusion does.")] = True,
+    as_json: S.JsonOpt = False,
+) -> None:
+    """Latency and speed-up of one image's denoising loop split into patches over GPUs (DistriFusion,
+    PCPP): compute per patch, the activations exchanged per step, overlapped or synchronous."""
+    from distscope.serve.diffusion_cli import DiffusionFlags
+    from distscope.serve.diffusion_cli import diffusion_cmd as run
+
+    run(DiffusionFlags(model=model, input=input, cluster=cluster, gpus=gpus, modes=mode, steps=steps,
+                       warmup_steps=warmup_steps, pcpp_ratio=pcpp_ratio, cfg_split=cfg_split, cuda_graph=cuda_graph),
+        as_json=as_json)
