@@ -124,6 +124,36 @@ def test_cut_on_arrival_lands_on_a_step_boundary() -> None:
     assert led.finish[0] > led.finish[1]
 
 
+def test_the_iteration_ending_a_long_idle_spell_pays_the_wake_cost() -> None:
+    """replica.Wake: request 0 arrives after 2 s idle (>= after_s) and pays; request 1 arrives while request 0
+    decodes (no idle spell) and does not; request 2 arrives 0.1 s after the replica went idle (< after_s)."""
+    from distscope.serve.replica import Wake
+
+    rep = dataclasses.replace(serving("trtllm").replica, wake=Wake(after_s=0.5, cost_s=0.25))
+    pre = rep.iteration_s(100, 1, 0.0, 100 * 100 / 2, 1)
+
+    def run(times, outs):  # type: ignore[no-untyped-def]
+        led = Ledger(np.full(len(times), 100), np.array(outs))
+        loop = EventLoop()
+        sim = ReplicaSim(loop, rep, led, lambda _r: None)
+        for i, t in enumerate(times):
+            def arrive(i: int = i) -> None:
+                led.arrival[i] = loop.now
+                sim.submit(i)
+            loop.at(t, arrive)
+        loop.run()
+        return led
+
+    led = run((2.0,), (2,))
+    assert led.first[0] - 2.0 == pytest.approx(pre + 0.25)
+    led = run((2.0, 2.0 + pre + 0.25 + 1e-6), (50, 2))
+    assert led.first[0] - led.arrival[0] == pytest.approx(pre + 0.25)
+    assert led.first[1] - led.arrival[1] < pre + 0.1  # queued behind a decode step, no wake
+    idle_from = run((2.0,), (2,)).finish[0]
+    led = run((2.0, idle_from + 0.1), (2, 2))
+    assert led.first[1] - led.arrival[1] == pytest.approx(pre)
+
+
 @pytest.mark.parametrize("text,err", [
     ("arrival_s,input_len\n0,10\n", "missing field output_len"),
     ("arrival_s,input_len,output_len\n0,ten,5\n", "input_len='ten' is not a number"),

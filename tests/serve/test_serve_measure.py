@@ -14,7 +14,10 @@ from distscope.serve.measure import MeasureConfig, measure_and_predict  # noqa: 
 # TTFT -14.6/-13.2/-14.4% and TPOT -19.0/-2.9/+0.8%, the -19.0% in the run whose iteration timings
 # spread 23% about their medians, against 5% in the others). So the test measures that noise: it runs
 # twice and allows, beyond the target, how far the two runs' errors differ and the larger of their
-# iteration-timing spreads (the profile's median |t - median| / median, in percent).
+# iteration-timing spreads (the profile's median |t - median| / median, in percent). On 2026-11-26 a new
+# host gave TTFT -31% in every run with a 3% spread: each served prefill followed an idle spell, after
+# which a prefill took 4.8 ms against 3.3 ms warm. The profile now times that cold prefill too
+# (Profiler.wake) and the simulator charges it to the iteration that ends an idle spell: TTFT -1 to -3%.
 TARGET_PCT = 20.0
 METRICS = ("ttft_s_p50", "tpot_s_p50")
 

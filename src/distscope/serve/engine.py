@@ -94,6 +94,8 @@ class ReplicaSim:
         self.kv_fixed = 0  # tokens allocated at admission, all holders
         self.holders = 0
         self.busy = False
+        self.idle_at: float | None = 0.0  # when the replica last went idle (None while it works)
+        self.wake_due = 0.0  # what the next iteration pays for waking (Replica.wake)
         self.start_pending = False
         self.gen = 0
         self.seg: tuple[float, int, int, float, float, float, float] | None = None  # t0, C0, K, a, F, S, b·n
@@ -153,6 +155,10 @@ class ReplicaSim:
     # ---------------------------------------------------------------- scheduling
     def _start(self) -> None:
         self.start_pending = False
+        w = self.rep.wake
+        self.wake_due = w.cost_s if (w is not None and not self.busy and self.idle_at is not None
+                                     and self.loop.now - self.idle_at >= w.after_s) else 0.0
+        self.idle_at = None
         self.busy = True
         self.seg = None
         pol = self.policy
@@ -161,8 +167,7 @@ class ReplicaSim:
                 return self._static_prefill()
             if self.n:
                 return self._decode_run()
-            self.busy = False
-            return None
+            return self._idle()
         if pol is Policy.CHUNKED and self.role is not Role.DECODE:
             return self._chunked()
         new = self._admit(whole_prompts=self.role is not Role.DECODE)
@@ -178,6 +183,13 @@ class ReplicaSim:
 
     def _idle(self) -> None:
         self.busy = False
+        self.idle_at = self.loop.now
+
+    def _wake_s(self) -> float:
+        """The wake-up cost (Replica.wake) the first iteration after an idle spell of at least its
+        `after_s` pays, once (a prefill: only an arrival ends an idle spell); 0 otherwise."""
+        due, self.wake_due = self.wake_due, 0.0
+        return due
 
     def _admit(self, whole_prompts: bool) -> list[int]:
         led = self.led
@@ -212,7 +224,7 @@ class ReplicaSim:
         units = sum(p * p for p in prompts) / 2.0
         n = self.n if with_decode else 0
         ctx = self.S0 + self.n * self.steps - self.J if with_decode else 0.0
-        dur = self.rep.iteration_s(tok + n, self.n + len(new), ctx, units, len(new) + n)
+        dur = self.rep.iteration_s(tok + n, self.n + len(new), ctx, units, len(new) + n) + self._wake_s()
         self.gen += 1
         gen = self.gen
         self.loop.at(self.loop.now + dur, lambda: self._end_prefill(gen, new, with_decode))
@@ -273,7 +285,8 @@ class ReplicaSim:
             self.holders += 1
         self.static_batch = len(batch)
         prompts = [led.inp[r] for r in batch]
-        dur = self.rep.iteration_s(sum(prompts), len(batch), 0.0, sum(p * p for p in prompts) / 2.0, len(batch))
+        dur = self.rep.iteration_s(sum(prompts), len(batch), 0.0, sum(p * p for p in prompts) / 2.0, len(batch)) \
+            + self._wake_s()
         self.gen += 1
         gen = self.gen
         self.loop.at(self.loop.now + dur, lambda: self._end_prefill(gen, batch, False))
@@ -305,13 +318,13 @@ class ReplicaSim:
         if not chunks:
             if self.n:
                 return self._decode_run()
-            self.busy = False
-            return None
+            return self._idle()
         tok = sum(c for _, c, _ in chunks)
         units = sum(c * (p + c / 2.0) for _, c, p in chunks)
         ending = [rid for rid, c, p in chunks if p + c >= led.inp[rid] + led.done[rid]]
         ctx = self.S0 + self.n * self.steps - self.J
-        dur = self.rep.iteration_s(tok + self.n, self.n + len(self.prefilling), ctx, units, self.n + len(ending))
+        dur = self.rep.iteration_s(tok + self.n, self.n + len(self.prefilling), ctx, units, self.n + len(ending)) \
+            + self._wake_s()
         self.gen += 1
         gen = self.gen
         self.loop.at(self.loop.now + dur, lambda: self._end_chunk(gen, chunks, ending))

@@ -19,7 +19,11 @@ table holds (measured: decode predicted 0.7 ms against 3 ms) — so the predicti
 prices the loop's own iterations, measured apart from the served requests (Profiler): a
 prefill iteration for every batch size, a decode iteration for every batch size at three contexts, in a
 shuffled order, before and after the run and in its idle gaps; the table of medians is what the
-simulator reads (interpolated in the context). The timing spread is reported. Only this module imports torch.
+simulator reads (interpolated in the context). The timing spread is reported. Those samples are warm (each
+job follows another); a served prefill at a low arrival rate follows an idle spell, and on a shared host
+that costs it its caches: the profile also times a prefill after such a spell (Profiler.wake), and the
+simulator charges the difference to the iteration that ends each idle spell (replica.Wake). Only this
+module imports torch.
 """
 
 from __future__ import annotations
@@ -247,7 +251,12 @@ class IterationProfile:
     ctx_grid: tuple[int, ...]
     decode_s: tuple[tuple[float, ...], ...]
     spread: float  # median |sample − median| / median over all grid points: the machine's timing noise
+    wake_after_s: float = math.inf  # the idle spell before a cold sample (Profiler.wake)
+    wake_s: float = 0.0  # a one-prompt prefill after that spell, less the warm one (medians; at least 0)
     source: str = "serve measure: this loop's iterations timed offline, shuffled, median per grid point"
+
+
+WAKE_SAMPLES = 9  # cold prefills per profile (Profiler.wake)
 
 
 class Profiler:
@@ -271,6 +280,8 @@ class Profiler:
         self.samples: dict[tuple[str, int, int], list[float]] = {j: [] for j in self.jobs}
         self.queue: list[int] = []
         self.slowest = 0.0
+        self.cold: list[float] = []
+        self.wake_after_s = math.inf
 
     def _run(self, j: tuple[str, int, int]) -> float:
         kind, k, c = j
@@ -290,6 +301,19 @@ class Profiler:
                 if not warm:
                     self.samples[self.jobs[int(i)]].append(dt)
 
+    def wake(self, repeats: int) -> None:
+        """Cold samples: a one-prompt prefill after the loop has spun `guard` × the slowest job, the idle
+        spell a served prefill follows at a low arrival rate (the profiler never works that close to an
+        arrival). On a shared host an idle spell lets the caches go cold: measured 2026-11-26 on this
+        2-core host, 4.6-4.9 ms after 50 ms of spinning, sleeping or polling against 3.3-3.9 ms warm."""
+        clock = self.cfg.now
+        self.wake_after_s = self.guard * self.slowest
+        for _ in range(repeats):
+            t = clock()
+            while clock() - t < self.wake_after_s:
+                pass
+            self.cold.append(self._run(("p", 1, 0)))
+
     def idle(self, gap_s: float) -> bool:
         """Run one job if the next arrival is far enough away; False when it did nothing."""
         if gap_s < self.guard * self.slowest or len(self.srv.free) < self.cfg.max_batch:
@@ -303,8 +327,10 @@ class Profiler:
     def profile(self) -> IterationProfile:
         med = {j: float(np.median(v)) for j, v in self.samples.items()}
         spread = float(np.median([abs(x - med[j]) / med[j] for j, v in self.samples.items() for x in v]))
+        wake = max(float(np.median(self.cold)) - med[("p", 1, 0)], 0.0) if self.cold else 0.0
         return IterationProfile(input_len=self.P, prefill_s=tuple(med[("p", k, 0)] for k in self.ks), ctx_grid=tuple(self.ctxs),
-                                decode_s=tuple(tuple(med[("d", n, c)] for c in self.ctxs) for n in self.ks), spread=spread)
+                                decode_s=tuple(tuple(med[("d", n, c)] for c in self.ctxs) for n in self.ks), spread=spread,
+                                wake_after_s=self.wake_after_s, wake_s=wake)
 
 
 def profile_iterations(srv: Server, repeats: int = 5) -> IterationProfile:
@@ -312,6 +338,7 @@ def profile_iterations(srv: Server, repeats: int = 5) -> IterationProfile:
     prof = Profiler(srv)
     prof.passes(1, warm=True)
     prof.passes(repeats)
+    prof.wake(WAKE_SAMPLES)
     return prof.profile()
 
 
@@ -424,7 +451,7 @@ def predict(cfg: MeasureConfig, prof: Any) -> dict[str, np.ndarray]:
     from distscope.serve.layout import Layout
     from distscope.serve.memory import ReplicaMemory
     from distscope.serve.precision import ServePrecision
-    from distscope.serve.replica import Replica
+    from distscope.serve.replica import Replica, Wake
     from distscope.serve.requests import Arrival, Workload, arrival_times
     from distscope.serve.stack import KvBudget, Launch, Policy, Stack
     from distscope.sim.loop import EventLoop
@@ -441,8 +468,9 @@ def predict(cfg: MeasureConfig, prof: Any) -> dict[str, np.ndarray]:
     mem = ReplicaMemory(weights_bytes=0.0, workspace_bytes=0.0, kv_budget_bytes=float(cfg.max_batch * T), kv_bytes_per_token=1.0,
                         block_tokens=1)
     step = prof if isinstance(prof, KernelStep) else ProfiledStep(prof)
+    wake = Wake(after_s=prof.wake_after_s, cost_s=prof.wake_s) if isinstance(prof, IterationProfile) else None
     rep = Replica(spec=spec, cluster=get_cluster("dgx-h100", 1), layout=Layout(), prec=ServePrecision(), stack=stack,
-                  step=step, memory=mem)
+                  step=step, memory=mem, wake=wake)
     w = Workload(arrival=Arrival.POISSON, requests=cfg.requests, input_len=cfg.input_len, output_len=cfg.output_len,
                  rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     times = arrival_times(w)
@@ -488,6 +516,7 @@ def measure_and_predict(cfg: MeasureConfig, profile: str | None = None, kernels:
     profiler = Profiler(srv)
     profiler.passes(1, warm=True)
     profiler.passes(2)
+    profiler.wake(WAKE_SAMPLES)
     real = serve_real(cfg, srv, idle=profiler.idle)
     profiler.passes(2)
     prof = profiler.profile()

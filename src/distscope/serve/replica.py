@@ -15,6 +15,16 @@ from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Wake:
+    """The cost of waking: an iteration that starts after the replica idled at least `after_s` takes
+    `cost_s` longer (what an idle spell let go cold: caches, clocks). `serve measure` measures it on its
+    host (serve/measure.py, Profiler.wake); the simulator's stacks have none."""
+
+    after_s: float
+    cost_s: float
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Replica:
     spec: ModelSpec
@@ -25,6 +35,7 @@ class Replica:
     step: StepTimes
     memory: ReplicaMemory
     context: int | None = None
+    wake: Wake | None = None
 
     def launch_floor_s(self, decode_only: bool) -> float:
         """Least time an iteration takes to launch its kernels from the host: 0 when it replays a CUDA
