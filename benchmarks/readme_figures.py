@@ -260,9 +260,9 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{serve_speed:max_wall_s:.2f} s at most over {serve_speed:cases|len} cases (Vidur ~50 requests/s per the issue)",
      "`taskset -c 0 python benchmarks/serve_speed.py`"),
     ("`serve measure`: a GPT served on CPU vs `serve simulate` with this machine's iteration costs",
-     "target: p50 TTFT and p50 TPOT within 20%, met on a quiet host; under load on the shared CI host TTFT "
-     "measured -21% to -32% (2026-11-24), so the test allows 20% plus the noise it measures (how far two runs' "
-     "errors differ, and the spread of the iteration timings)", "`pytest tests/serve/test_serve_measure.py`"),
+     "target: p50 TTFT and p50 TPOT within 20%; the test allows 20% plus the noise it measures (how far two "
+     "runs' errors differ, and the spread of the iteration timings); the profile includes a prefill's cost after "
+     "an idle spell (cold caches on a shared host, `Profiler.wake`)", "`pytest tests/serve/test_serve_measure.py`"),
     ("compression convergence, 800 steps, 4 gloo ranks, seeds 0 / 1",
      "qWD+TLq-HS {compress_convergence_seed0:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% / "
      "{compress_convergence_seed1:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% final loss vs baseline; direct int4 "
