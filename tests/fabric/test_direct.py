@@ -73,6 +73,43 @@ def test_dragonfly_minimal_route_is_local_global_local() -> None:
     assert all(f.links[k].plane is Plane.OUT for k in router.route(0, f.gpus - 1, Routing.SPRAY)[0])
 
 
+def _bound_share(f, pairs, policy: Routing) -> float:  # type: ignore[no-untyped-def]
+    """Each flow's rate under the congestion bound of equal flows, as a share of its 25 GB/s NIC."""
+    import numpy as np
+
+    from distscope.fabric.flows import transfer
+    from distscope.fabric.routing import route_all
+
+    links, flows, fracs = route_all(Router(f), pairs, policy)
+    res = transfer(links, flows, fracs, np.full(len(pairs), 1e9), f.cap_Bps, fct=False)
+    return 1e9 / res.makespan_s / 25e9
+
+
+@pytest.mark.parametrize(("p", "a", "h", "g"), [(2, 4, 2, 9), (4, 8, 4, 33)])
+def test_dragonfly_adversarial_traffic_min_vs_valiant(p: int, a: int, h: int, g: int) -> None:
+    """Kim, Dally, Scott & Abts (ISCA'08, sec. 4.2): when every GPU of group i sends to group i+1, minimal
+    routing crowds a group's p*a GPUs onto the one global cable to the next group, 1/(p*a) of a NIC each
+    (1/8, 1/32); Valiant's detour through a random router spreads them over every global cable at the
+    price of crossing two: about half a NIC (here 0.53 and 0.51, all links at the NIC's rate)."""
+    f = parse_fabric(_dragonfly(p, a, h, g) | {"dragonfly": _dragonfly(p, a, h, g)["dragonfly"] | {"local_GBps": 25}},
+                     "d.yaml")
+    shift = [(x, (x + p * a) % f.gpus) for x in range(f.gpus)]
+    assert _bound_share(f, shift, Routing.ECMP) == pytest.approx(1 / (p * a))
+    assert _bound_share(f, shift, Routing.SPRAY) == pytest.approx(1 / (p * a))  # one minimal path: nothing to spray
+    assert 0.45 <= _bound_share(f, shift, Routing.VALIANT) <= 0.6
+
+
+def test_dragonfly_minimal_routes_never_take_two_global_hops() -> None:
+    """A hop count would send some flows global-global through a third group (2 hops < local-global-local's 3)."""
+    f = parse_fabric(_dragonfly(2, 4, 2, 9), "d.yaml")
+    router = Router(f)
+    group = {i: f.names[i].split(".")[0] for i in range(f.gpus, len(f.names))}
+    for dst in range(8, f.gpus):
+        links, _ = router.route(0, dst, Routing.ECMP)
+        ends = [(f.links[k].src, f.links[k].dst) for k in links if f.links[k].src >= f.gpus and f.links[k].dst >= f.gpus]
+        assert sum(group[u] != group[v] for u, v in ends) == 1
+
+
 @pytest.mark.parametrize(("raw", "match"), [
     (_torus([4, 4]) | {"gpus": 15}, "dims \\[4, 4\\] x gpus_per_router 1 = 16 GPUs, but gpus=15"),
     ({"gpus": 4, "torus": {"dims": [2, 0], "link_GBps": 1}}, "dims=\\[2, 0\\]"),

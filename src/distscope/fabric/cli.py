@@ -78,7 +78,7 @@ def collective_cmd(
     size: Annotated[float, typer.Option("--bytes", help="Message size D in bytes (nccl-tests convention).")] = 2**30,
     ranks: Annotated[str | None, typer.Option("--ranks", help="The group, START:STOP[:STRIDE] or a comma list; every "
                                               "group of its shape runs at once (default: all ranks).")] = None,
-    routing: Annotated[str, typer.Option("--routing", help="Comma list of ecmp, spray, adaptive.")] = "ecmp,spray,adaptive",
+    routing: Annotated[str, typer.Option("--routing", help="Comma list of ecmp, spray, adaptive, valiant (per-packet detour through a random switch).")] = "ecmp,spray,adaptive",
     qps: Annotated[int, typer.Option("--qps", help="Queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION): "
                                      "sub-flows ECMP hashes apart.")] = 1,
     seeds: Annotated[int, typer.Option("--seeds", help="ECMP hash seeds to draw (the spread of collisions).")] = 1,
@@ -117,11 +117,12 @@ def collective_cmd(
         for pol in pols:
             for control in ccs:
                 vs = []
-                for s in range(seeds if pol is not Routing.SPRAY else 1):
+                per_packet = pol in (Routing.SPRAY, Routing.VALIANT)  # no hash: one seed says it all
+                for s in range(1 if per_packet else seeds):
                     vs.append(step_verdict(f, router, pairs, pol, qps=qps, seed=s, fct=fct, cc=control,
                                            flow_bytes=flow_bytes))
                     advance()
-                if pol is Routing.SPRAY:
+                if per_packet:
                     advance(seeds - 1)
                 rows.append(_row(f, c, coll, size, group, pol, vs))
     if as_json:

@@ -23,8 +23,11 @@ wrap-around) and once to its single neighbour in a dimension of size 2. Dragonfl
 spread evenly over group pairs; with g groups every pair gets floor(a·h / (g-1)) of them (1 at the maximum
 g = a·h + 1), group i's port k sitting on router k // h, ports in order of the target group (the
 "consecutive" arrangement of Camarero, Vallejo & Beivide, ACM TACO 2014). Routing takes shortest paths
-(routing.py): dimension-order-like on the torus, minimal (local, global, local) on the dragonfly.
-Valiant's non-minimal routing, the dragonfly's answer to adversarial traffic, is not modelled.
+(routing.py): dimension-order-like on the torus, minimal on the dragonfly: a global cable counts
+GLOBAL_COST hops in the routing metric, so a minimal route takes one global hop (local, global, local),
+as the dragonfly's MIN routing does (Kim et al. sec. 4.2), never two global hops through a third group,
+which a hop count would prefer where a router's own global link happens to lead there. `--routing
+valiant` is its non-minimal answer to adversarial traffic (routing.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from distscope.userfile import check_keys, int_field, num_field
 
 TORUS_KEYS = ("dims", "gpus_per_router", "link_GBps", "nic_GBps", "latency_us")
 DRAGONFLY_KEYS = ("p", "a", "h", "groups", "nic_GBps", "local_GBps", "global_GBps", "latency_us")
+# a global hop's routing cost: above local + local, so one global hop with two local ones (1 + 3 + 1)
+# is shorter than two global hops (3 + 3)
+GLOBAL_COST = 3
 
 
 def torus(name: str, gpus: int, domain: int, up_names: list[str], up_links: list[Link], raw: dict[str, Any],
@@ -96,5 +102,5 @@ def dragonfly(name: str, gpus: int, domain: int, up_names: list[str], up_links: 
         for i, t in itertools.combinations(range(g), 2):
             port_i = r * (g - 1) + (t - 1)  # t > i: the targets of group i skip i itself
             port_t = r * (g - 1) + i
-            net.cable(router[i][port_i // h], router[t][port_t // h], glob * 1e9)
+            net.cable(router[i][port_i // h], router[t][port_t // h], glob * 1e9, cost=GLOBAL_COST)
     return net.fabric(name, gpus, domain)

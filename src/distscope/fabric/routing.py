@@ -1,8 +1,9 @@
-"""Routing flows over a fabric's shortest paths: ECMP, packet spraying, adaptive.
+"""Routing flows over a fabric's shortest paths: ECMP, packet spraying, adaptive; Valiant's detour.
 
-Shortest paths are counted in switch hops on the flow's plane (scale-up inside a domain, scale-out
-between domains). At every node the equal-cost next hops are the links to a neighbour one hop closer to
-the destination; each routing policy picks among them:
+Shortest paths minimise the sum of the links' routing costs (`Link.cost`: 1 per hop, except a
+dragonfly's global cables) on the flow's plane (scale-up inside a domain, scale-out between domains).
+At every node the equal-cost next hops are the links whose cost plus their end's distance equals the
+node's distance to the destination; each routing policy picks among them:
 
 - ECMP: per flow, each switch hashes the flow's identity (src, dst, queue pair) with its own seed and
   takes one next hop. Collisions are reproducible for a seed (splitmix64 is the hash). Meta's RoCE fabric
@@ -12,6 +13,12 @@ the destination; each routing policy picks among them:
   shortest-path DAG (a link carries the fraction of the flow that reaches it).
 - ADAPTIVE: per flow, at every hop the next hop whose link carries the least load (bytes per unit
   capacity) of the flows routed before it (congestion-aware placement, in flow order).
+- VALIANT: per packet, a shortest path to an intermediate switch drawn uniformly from every switch of the
+  plane, then a shortest path on to the destination, packets sprayed on both legs: the flow's bytes split
+  evenly over the intermediates (Valiant & Brebner, STOC'81, two-phase randomised routing). On a
+  dragonfly this is its non-minimal VAL routing (Kim, Dally, Scott & Abts, ISCA'08, sec. 4.2: a random
+  intermediate group, here a random router of it, which may add a local hop): adversarial group-to-group
+  traffic spreads over every global cable at the price of crossing two.
 
 A route is a sparse vector: (link index, fraction of the flow's bytes on it).
 """
@@ -36,6 +43,7 @@ class Routing(enum.Enum):
     ECMP = "ecmp"
     SPRAY = "spray"
     ADAPTIVE = "adaptive"
+    VALIANT = "valiant"
 
 
 def splitmix64(x: int) -> int:
@@ -53,17 +61,28 @@ class Router:
         self.f = fabric
         self._dist: dict[Plane, np.ndarray] = {}
         self._cands: dict[tuple[int, int, Plane], list[int]] = {}
+        self._switches: dict[Plane, list[int]] = {}
+
+    def switches(self, plane: Plane) -> list[int]:
+        """The switches (and routers) that forward on `plane`: Valiant's intermediates."""
+        hit = self._switches.get(plane)
+        if hit is None:
+            f = self.f
+            hit = self._switches[plane] = sorted({ln.src for ln in f.links if ln.plane is plane and ln.src >= f.gpus})
+        return hit
 
     def _switch_dist(self, plane: Plane) -> np.ndarray:
-        """Hop distances between every pair of nodes over `plane`, GPUs not forwarding (their out-links are
-        left out of the graph: a GPU can only end a path; the first hop is added by the caller)."""
+        """Routing distances (sums of Link.cost) between every pair of nodes over `plane`, GPUs not
+        forwarding (their out-links are left out of the graph: a GPU can only end a path; the first hop is
+        added by the caller). Unit costs: a BFS; otherwise Dijkstra."""
         d = self._dist.get(plane)
         if d is None:
             f = self.f
             keep = [k for k, ln in enumerate(f.links) if ln.plane is plane and ln.src >= f.gpus]
             n = len(f.names)
-            g = csr_matrix((np.ones(len(keep)), (f.src[keep], f.dst[keep])), shape=(n, n))
-            d = self._dist[plane] = shortest_path(g, unweighted=True, directed=True)
+            cost = np.array([f.links[k].cost for k in keep], dtype=float)
+            g = csr_matrix((cost, (f.src[keep], f.dst[keep])), shape=(n, n))
+            d = self._dist[plane] = shortest_path(g, unweighted=bool((cost == 1).all()), directed=True)
         return d
 
     def plane(self, src: int, dst: int) -> Plane:
@@ -82,10 +101,11 @@ class Router:
         d = self._switch_dist(plane)[:, dst]
         links = self.f.links
         outs = self.f.out_links(node, plane)
-        best = min((d[links[k].dst] for k in outs), default=np.inf)
+        via = {k: links[k].cost + d[links[k].dst] for k in outs}
+        best = min(via.values(), default=np.inf)
         if not np.isfinite(best):
             return []
-        return [k for k in outs if d[links[k].dst] == best]
+        return [k for k in outs if via[k] == best]
 
     def route(self, src: int, dst: int, policy: Routing, *, key: int = 0, seed: int = 0,
               load: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -93,23 +113,15 @@ class Router:
         `load` (bytes per capacity, per link) guides ADAPTIVE and is not changed here."""
         plane = self.plane(src, dst)
         links = self.f.links
-        if policy is Routing.SPRAY:
-            share = {src: 1.0}
+        if policy in (Routing.SPRAY, Routing.VALIANT):
             out: dict[int, float] = {}
-            while share:
-                nxt: dict[int, float] = {}
-                for u, frac in share.items():
-                    if u == dst:
-                        continue
-                    cands = self.candidates(u, dst, plane)
-                    if not cands:
-                        raise _no_path(self.f, src, dst)
-                    part = frac / len(cands)
-                    for k in cands:
-                        out[k] = out.get(k, 0.0) + part
-                        v = links[k].dst
-                        nxt[v] = nxt.get(v, 0.0) + part
-                share = nxt
+            if policy is Routing.SPRAY:
+                self._spray(src, dst, plane, 1.0, out, src, dst)
+            else:
+                via = self.switches(plane)
+                for m in via:
+                    self._spray(src, m, plane, 1.0 / len(via), out, src, dst)
+                    self._spray(m, dst, plane, 1.0 / len(via), out, src, dst)
             ks = np.fromiter(out, dtype=np.int64, count=len(out))
             return ks, np.fromiter(out.values(), dtype=float, count=len(out))
         path: list[int] = []
@@ -130,6 +142,28 @@ class Router:
             if len(path) > len(self.f.names):
                 raise _no_path(self.f, src, dst)
         return np.array(path, dtype=np.int64), np.ones(len(path))
+
+
+    def _spray(self, start: int, target: int, plane: Plane, frac: float, out: dict[int, float], src: int,
+               dst: int) -> None:
+        """Add to `out` the fractions `frac` of a flow puts on each link when sprayed from `start` to
+        `target` down the shortest-path DAG (src, dst: the flow's ends, for the error)."""
+        links = self.f.links
+        share = {start: frac}
+        while share:
+            nxt: dict[int, float] = {}
+            for u, part in share.items():
+                if u == target:
+                    continue
+                cands = self.candidates(u, target, plane)
+                if not cands:
+                    raise _no_path(self.f, src, dst)
+                each = part / len(cands)
+                for k in cands:
+                    out[k] = out.get(k, 0.0) + each
+                    v = links[k].dst
+                    nxt[v] = nxt.get(v, 0.0) + each
+            share = nxt
 
 
 def _no_path(f: Fabric, src: int, dst: int) -> DistscopeError:

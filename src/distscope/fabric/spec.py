@@ -32,6 +32,7 @@ class Link:
     bw_Bps: float
     latency_s: float
     plane: Plane
+    cost: int = 1  # routing cost of the hop: shortest paths minimise its sum (routing.py)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)

@@ -18,11 +18,12 @@ class Wiring:
         self.names.append(label)
         return len(self.names) - 1
 
-    def cable(self, a: int, b: int, bw_Bps: float | None = None) -> None:
-        """A scale-out cable: a directed link each way, at `bw_Bps` (default: the port rate)."""
+    def cable(self, a: int, b: int, bw_Bps: float | None = None, cost: int = 1) -> None:
+        """A scale-out cable: a directed link each way, at `bw_Bps` (default: the port rate), each hop
+        counting `cost` in the routing metric."""
         bw = self.port_Bps if bw_Bps is None else bw_Bps
-        self.links.extend((Link(src=a, dst=b, bw_Bps=bw, latency_s=self.latency_s, plane=Plane.OUT),
-                           Link(src=b, dst=a, bw_Bps=bw, latency_s=self.latency_s, plane=Plane.OUT)))
+        self.links.extend((Link(src=a, dst=b, bw_Bps=bw, latency_s=self.latency_s, plane=Plane.OUT, cost=cost),
+                           Link(src=b, dst=a, bw_Bps=bw, latency_s=self.latency_s, plane=Plane.OUT, cost=cost)))
 
     def fabric(self, name: str, gpus: int, domain: int) -> Fabric:
         return Fabric(name=name, gpus=gpus, domain=domain, names=tuple(self.names), links=tuple(self.links))
