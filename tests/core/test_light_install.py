@@ -27,6 +27,8 @@ EXTRA_FOR = {
     "distscope trace generate": "chakra",
     "distscope trace capture": "torch",
     "distscope serve diffusion": "torch|diffusion",
+    "distscope serve plan --model torch:": "torch",
+    "distscope serve measure --model torch:": "torch",
     "distscope simulate traces/": "chakra",
     "distscope simulate cap/": "chakra",
     "distscope simulate resnet_traces/": "chakra",

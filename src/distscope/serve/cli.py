@@ -170,10 +170,15 @@ def plan_cmd(
     simulate_top: Annotated[int, typer.Option("--simulate-top", help="Candidates to simulate after the closed-form ranking.")] = 8,
     requests: Annotated[int, typer.Option("--requests", help="Requests per simulation.")] = 1500,
     top: Annotated[int, typer.Option("--top", "-k", help="Plans to print.")] = 8,
+    input: Annotated[str | None, typer.Option("--input", help="With --model torch:FILE.py:FACTORY: the sample input, name:shape:fp32 (CPU serving).")] = None,
+    cores: Annotated[int | None, typer.Option("--cores", help="With a torch module: CPU cores to plan over (default: all this process may use).")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", help="With a torch module: forwards timed per profile point.")] = 3,
     as_json: S.JsonOpt = False,
 ) -> None:
     """Search TP/PP/EP, replicas, precision, batch limit, chunk size and disaggregated pools; simulate the
-    closed-form best and explain the winner.
+    closed-form best and explain the winner. With --model torch:FILE.py:FACTORY: serve it on this host's
+    CPU cores instead, as Packrat plans it: instances x threads x batch per total batch in --batches, from
+    a latency profile measured here (serve/cpu_plan.py).
 
     With --slo each simulated plan gets its maximum sustainable rate: the highest Poisson rate at which
     --attainment of the requests meet the SLO and the plan keeps up with its arrivals, found by bracketing
@@ -203,7 +208,19 @@ def plan_cmd(
     )
     from distscope.serve.stack import Policy, get_stack
     from distscope.workload.catalog import get_model
+    from distscope.workload.module_graph import is_module_ref
 
+    if is_module_ref(model):
+        from distscope.serve.cpu_cli import CpuServeFlags, cpu_plan_cmd, refuse_gpu_flags
+
+        refuse_gpu_flags(ctx, ("cluster", "gpus", "stack", "input_len", "output_len", "rate", "slo", "attainment",
+                               "precisions", "chunks", "disaggregate", "simulate_top", "requests", "top"))
+        cpu_plan_cmd(CpuServeFlags(model=model, input=input, cores=cores,
+                                   batches=batches if S.given(ctx, "batches") else "1,2,4,8", repeats=repeats),
+                     as_json=as_json)
+        return
+    if input is not None or cores is not None or S.given(ctx, "repeats"):
+        raise DistscopeError("--input, --cores and --repeats are for a torch module served on CPU (--model torch:...)")
     if gpus < 1:
         raise DistscopeError(f"--gpus={gpus} must be >= 1")
     if not 0 < attainment <= 1:
@@ -329,6 +346,7 @@ def validate_cmd(
 
 @app.command("measure")
 def measure_cmd(
+    ctx: typer.Context,
     rate: Annotated[float, typer.Option("--rate", help="Poisson arrivals per second.")] = 4.0,
     requests: Annotated[int, typer.Option("--requests", help="Requests to serve.")] = 40,
     input_len: S.InputOpt = 32, output_len: S.OutputOpt = 16,
@@ -340,10 +358,29 @@ def measure_cmd(
     clock: Annotated[str, typer.Option("--clock", help="thread (the serving thread's CPU time: immune to other processes on the core) or wall.")] = "thread",
     kernels: Annotated[bool, typer.Option("--kernels/--no-kernels", help="Also predict from a kernel profile measured here (distscope measure kernels).")] = False,
     profile: Annotated[str | None, typer.Option("--profile", help="Also predict from this kernel profile JSON (distscope measure kernels).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A torch module (torch:FILE.py:FACTORY) to serve on CPU cores as `serve plan` plans it, instead of the GPT.")] = None,
+    input: Annotated[str | None, typer.Option("--input", help="With --model: the sample input, name:shape:fp32.")] = None,
+    cores: Annotated[int | None, typer.Option("--cores", help="With --model: CPU cores to use (default: all this process may use).")] = None,
+    batches: Annotated[str, typer.Option("--batches", help="With --model: comma list of total batch sizes.")] = "1,2,4,8",
+    repeats: Annotated[int, typer.Option("--repeats", help="With --model: forwards timed per profile point and per run.")] = 3,
     as_json: S.JsonOpt = False,
 ) -> None:
     """Serve the examples' GPT (random weights, CPU) under continuous batching with Poisson arrivals,
-    record per-request TTFT/TPOT, and compare with `serve simulate` of the same load."""
+    record per-request TTFT/TPOT, and compare with `serve simulate` of the same load. With --model
+    torch:FILE.py:FACTORY: profile it on this host, plan instances x threads x batch (as `serve plan`),
+    and run each plan and one all-cores instance side by side for real."""
+    if model is not None:
+        from distscope.serve.cpu_cli import CpuServeFlags, cpu_measure_cmd, refuse_gpu_flags
+
+        refuse_gpu_flags(ctx, ("rate", "requests", "input_len", "output_len", "max_batch", "layers", "hidden", "heads",
+                               "seed", "clock", "kernels", "profile"))
+        cpu_measure_cmd(CpuServeFlags(model=model, input=input, cores=cores, batches=batches, repeats=repeats),
+                        as_json=as_json)
+        return
+    from distscope.errors import DistscopeError
+
+    if input is not None or cores is not None or S.given(ctx, "batches") or S.given(ctx, "repeats"):
+        raise DistscopeError("--input, --cores, --batches and --repeats are for a torch module served on CPU (--model)")
     from distscope.report.console import out, print_json
     from distscope.serve.measure import MeasureConfig, measure_and_predict
 
