@@ -259,10 +259,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("`serve simulate`, 10,000 requests on one replica, one core",
      "{serve_speed:max_wall_s:.2f} s at most over {serve_speed:cases|len} cases (Vidur ~50 requests/s per the issue)",
      "`taskset -c 0 python benchmarks/serve_speed.py`"),
-    ("CPU serving of a torch module planned as Packrat does (`serve plan|measure --model torch:...`): ResNet-50, "
-     "fp32, at 224x224 and 112x112, batches 1-8, on this host's {cpu_serving:logical_cpus} cores: each plan's "
-     "latency predicted from the solo profile vs its instances run side by side",
-     "mean abs error {cpu_serving:mean_abs_error_pct:.1f}% over {cpu_serving:points} runs, max "
+    ("CPU serving of a torch module planned as Packrat does (`serve plan` / `serve measure --model torch:...`): "
+     "ResNet-50, fp32, at 224x224 and 112x112, batches 1-8, on the benchmark host's cores: each plan's latency "
+     "predicted from the solo profile vs its instances run side by side",
+     "{cpu_serving:logical_cpus} cores: mean abs error {cpu_serving:mean_abs_error_pct:.1f}% over {cpu_serving:points} runs, max "
      "{cpu_serving:max_abs_error_pct:.1f}%; the best split beats one all-cores instance by up to "
      "{cpu_serving:measured_gain_max:.2f}x measured (two cores leave little to split)",
      "`python benchmarks/cpu_serving.py`"),
