@@ -35,7 +35,7 @@ def test_plan_number_one_is_what_estimate_says_for_its_flags() -> None:
     """The two verbs price the same plan the same way: plan's #1, reproduced with its printed command."""
     out = json.loads(_ds("plan", *RN50, "--json").stdout)
     best = out["best"]
-    assert out["feasible"] == 2 * len(out["micro_batches_searched"]) and out["infeasible"] == 0
+    assert out["feasible"] == 4 * len(out["micro_batches_searched"]) and out["infeasible"] == 0  # DDP, FSDP x recompute
     assert [c["step_time_s"] for c in out["top"]] == sorted(c["step_time_s"] for c in out["top"])
     again = shlex.split(out["estimate_command"])
     assert again[:2] == ["distscope", "estimate"]
@@ -65,3 +65,20 @@ def test_bad_module_plans_are_one_line(extra: list[str], words: str) -> None:
     args = [a for a in RN50 if a not in ("--global-batch", "2048")] if "--global-batch" in extra else RN50
     err = _ds("plan", *args, *extra, ok=False).stderr.strip()
     assert "\n" not in err and words in err and "Traceback" not in err
+
+
+def test_recompute_is_chosen_only_when_nothing_else_fits(tmp_path: Path) -> None:
+    """Four conv blocks at 1024x1024, one sample per GPU: 3.5 GiB per GPU without recompute, 2.9 GiB with
+    each block checkpointed (its input kept, one block's tensors at a time). Under a 3.3 GiB cap only
+    recompute fits; under 8 GiB it is slower and not chosen."""
+    f = tmp_path / "convs.py"
+    f.write_text("from torch import nn\n\ndef convs():\n    return nn.Sequential(*[nn.Sequential(nn.Conv2d(64, 64, 3, "
+                 "padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)) for _ in range(4)])\n")
+    args = ["plan", "--model", f"torch:{f}:convs", "--input", "x:1x64x1024x1024:bf16", "--cluster", "dgx-a100",
+            "--gpus", "8", "--global-batch", "8", "--json"]
+    roomy = json.loads(_ds(*args, "--max-memory", "8").stdout)
+    assert roomy["best"]["recompute"] == "none" and roomy["infeasible"] == 0
+    tight = json.loads(_ds(*args, "--max-memory", "3.3").stdout)
+    assert tight["best"]["recompute"] == "full" and tight["infeasible"] == 2
+    assert tight["estimate_command"].endswith("--recompute full")
+    assert tight["best"]["step_time_s"] > roomy["best"]["step_time_s"]

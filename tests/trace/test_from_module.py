@@ -23,12 +23,16 @@ def _ds(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@pytest.mark.parametrize(("gpus", "batch", "zero"), [(1, "x:32x3x224x224:bf16", 0), (64, "x:8x3x224x224:bf16", 0),
-                                                     (64, "x:8x3x224x224:bf16", 3)])
-def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, batch: str, zero: int) -> None:
-    flags = [*MODEL, "--gpus", str(gpus), "--input", batch, "--global-batch", "1024", "--zero", str(zero)]
+@pytest.mark.parametrize(("gpus", "batch", "zero", "recompute"), [
+    (1, "x:32x3x224x224:bf16", 0, "none"), (64, "x:8x3x224x224:bf16", 0, "none"),
+    (64, "x:8x3x224x224:bf16", 3, "none"), (64, "x:8x3x224x224:bf16", 0, "full")])
+def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, batch: str, zero: int,
+                                                     recompute: str) -> None:
+    flags = [*MODEL, "--gpus", str(gpus), "--input", batch, "--global-batch", "1024", "--zero", str(zero),
+             "--recompute", recompute]
     gen = json.loads(_ds("trace", "generate", *flags, "--out", str(tmp_path), "--symmetric", "--json").stdout)
-    assert gen["plan_fields"] == {"dp": gpus, "zero": zero, "micro_batches": 1024 // gpus // int(batch[2:].split("x")[0])}
+    assert gen["plan_fields"] == {"dp": gpus, "zero": zero, "micro_batches": 1024 // gpus // int(batch[2:].split("x")[0]),
+                                  "recompute": recompute}
     sim = json.loads(_ds("simulate", str(tmp_path), "--cluster", "dgx-a100", "--gpus", str(gpus), "--json").stdout)
     est = json.loads(_ds("estimate", *flags, "--json").stdout)
     assert sim["step_time_s"] == pytest.approx(est["step_time_s"], rel=0.01)

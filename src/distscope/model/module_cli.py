@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from distscope import scenario as S
 
@@ -13,7 +13,17 @@ if TYPE_CHECKING:
     from distscope.workload.module_graph import InputSpec, ModuleGraph
 
 # the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
-_MODULE_FLAGS = ("dp", "zero")
+_MODULE_FLAGS = ("dp", "zero", "recompute")
+
+
+def _recompute(plan: S.PlanFlags) -> bool:
+    """--recompute none (default) or full (each top-level child checkpointed); one line otherwise."""
+    from distscope.errors import DistscopeError
+
+    if plan.recompute in (None, "none", "full"):
+        return plan.recompute == "full"
+    raise DistscopeError(f"--recompute={plan.recompute}: a torch module recomputes its top-level children whole "
+                         "(full) or nothing (none); selective recompute needs a transformer's structure")
 
 
 def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) -> None:
@@ -84,11 +94,14 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
     dp = _dp(plan, cluster)
+    recompute = _recompute(plan)
     graph = _traced(workload, inputs, cluster.device.name, inference=False)
     name = graph.name
-    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch)
+    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch,
+                          recompute=recompute)
     d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
-         "zero": plan.zero or 0, "global_batch": workload.global_batch, "ops": len(graph.ops)} | est.to_dict()
+         "zero": plan.zero or 0, "recompute": "full" if recompute else "none", "global_batch": workload.global_batch,
+         "ops": len(graph.ops)} | est.to_dict()
     if as_json:
         print_json(d)
         return
@@ -101,7 +114,7 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
               + ("" if est.feasible else " (does not fit)"), markup=False)
 
 
-def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[StepSpec, dict[str, int]]:
+def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[StepSpec, dict[str, Any]]:
     """`trace generate --model torch:...`: the StepSpec of the module's data-parallel step
     (trace/from_module.py) and its plan fields, from the same flags and checks as its estimate."""
     from distscope.model.module_estimate import micro_batch_count
@@ -111,11 +124,11 @@ def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFl
     _module_checks(workload, plan, False)
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
-    dp, zero = _dp(plan, cluster), plan.zero or 0
+    dp, zero, recompute = _dp(plan, cluster), plan.zero or 0, _recompute(plan)
     m = micro_batch_count(inputs[0].shape[0], dp=dp, zero=zero, global_batch=workload.global_batch)  # before tracing
     graph = _traced(workload, inputs, cluster.device.name, inference=False)
-    return module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m), {"dp": dp, "zero": zero,
-                                                                                  "micro_batches": m}
+    return (module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m, recompute=recompute),
+            {"dp": dp, "zero": zero, "micro_batches": m, "recompute": "full" if recompute else "none"})
 
 
 def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
@@ -192,7 +205,7 @@ def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: in
     tied = sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))
     first = ",".join(x.text for x in at_batch(inputs, best.micro_batch))
     again = (f"distscope estimate --model {workload.model} --input {first} --cluster {cluster.name} --gpus "
-             f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}")
+             f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}" + (" --recompute full" if best.recompute else ""))
     result = {"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
               "micro_batches_searched": list(plans.micro_batches), "feasible": len(plans.ranked),
               "infeasible": len(plans.infeasible), "best": best.to_dict(),

@@ -21,6 +21,12 @@ Data parallel (all GPUs; the leading input dim is the per-GPU micro-batch):
 - FSDP (--zero 3): per micro-batch the weights are all-gathered for the forward and again for the
   backward and the gradients reduce-scattered; exposed = max(0, t_ag − t_fwd) + max(0, t_ag + t_rs − t_bwd).
 The optimizer is Adam over the local shard at HBM speed (estimate.ADAM_BYTES_PER_PARAM).
+
+Full recompute (`--recompute full`: `torch.utils.checkpoint` around each top-level child): the backward
+runs each child's forward again first, so the backward pass gains the children's forward ops (GPU and
+host time; the root's own ops are not recomputed), and the activations kept between the passes shrink
+to the children's inputs plus the root's own saved tensors, with one child's saved tensors at a time
+on top while its backward runs (recompute_activation_bytes). MFU counts the model's FLOPs only.
 """
 
 from __future__ import annotations
@@ -89,6 +95,14 @@ def optimizer_s(graph: ModuleGraph, device: Device, shard: int) -> float:
     return eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, device.hbm_Bps)
 
 
+def recompute_activation_bytes(graph: ModuleGraph) -> float:
+    """Activations kept under full recompute of every top-level child (module docstring):
+    saved(root) + Σ_child input bytes + max_child saved(child)."""
+    saved = dict(graph.child_saved)
+    children = [v for k, v in saved.items() if k]
+    return saved.get("", 0.0) + sum(v for _, v in graph.child_inputs) + max(children, default=0.0)
+
+
 def micro_batch_count(micro_batch: int, *, dp: int, zero: int, global_batch: int) -> int:
     """Micro-batches per step of a data-parallel module step (DDP or FSDP), or one line on a bad --zero or
     a global batch that the micro-batch (the --input's leading dim) times dp does not divide."""
@@ -101,21 +115,27 @@ def micro_batch_count(micro_batch: int, *, dp: int, zero: int, global_batch: int
     return global_batch // per_step
 
 
-def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int) -> ModuleEstimate:
-    """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`."""
+def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, global_batch: int,
+                    recompute: bool = False) -> ModuleEstimate:
+    """Step time, breakdown and memory of `graph` trained data-parallel over `dp` GPUs of `cluster`, with
+    full recompute of each top-level child when `recompute` (module docstring)."""
     m = micro_batch_count(graph.micro_batch, dp=dp, zero=zero, global_batch=global_batch)
     dev = cluster.device
     kinds = {k: 0.0 for k in OpKind}
     passes = {p: 0.0 for p in Phase}
     n_ops = {p: 0 for p in Phase}
+    redo, n_redo = 0.0, 0
     for op in graph.ops:
         t = op_s(op, dev, graph)
         kinds[op.kind] += t
         passes[op.phase] += t
         n_ops[op.phase] += 1
+        if recompute and op.phase is Phase.FORWARD and op.module:
+            redo += t
+            n_redo += 1
     fwd = max(passes[Phase.FORWARD], n_ops[Phase.FORWARD] * host.OP_S)
-    bwd = max(passes[Phase.BACKWARD], n_ops[Phase.BACKWARD] * host.OP_S)
-    host_wait = (fwd + bwd) - (passes[Phase.FORWARD] + passes[Phase.BACKWARD])
+    bwd = max(passes[Phase.BACKWARD] + redo, (n_ops[Phase.BACKWARD] + n_redo) * host.OP_S)
+    host_wait = (fwd + bwd) - (passes[Phase.FORWARD] + passes[Phase.BACKWARD] + redo)
     b = graph.dtype.bytes
     g = group_net(cluster, dp, 1)
     dp_exposed = 0.0
@@ -129,11 +149,13 @@ def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int,
     shard = dp if zero == 3 else 1
     opt = optimizer_s(graph, dev, shard)
     gpu = {k: v * m for k, v in kinds.items()}
-    breakdown = {k.value: gpu[k] for k in OpKind} | {"host": host_wait * m, "dp": dp_exposed, "optimizer": opt}
+    breakdown = {k.value: gpu[k] for k in OpKind} | ({"recompute": redo * m} if recompute else {}) | {
+        "host": host_wait * m, "dp": dp_exposed, "optimizer": opt}
     step = sum(breakdown.values())
     flops = graph.flops() * m
     memory = {"weights": graph.params * b / shard, "grads": graph.params * b / shard,
-              "optimizer": graph.params * MASTER_BYTES_PER_PARAM / shard, "activations": graph.saved_bytes,
+              "optimizer": graph.params * MASTER_BYTES_PER_PARAM / shard,
+              "activations": recompute_activation_bytes(graph) if recompute else graph.saved_bytes,
               "workspace": WORKSPACE_BYTES}
     return ModuleEstimate(step_time_s=step, breakdown_s=breakdown, micro_batches=m,
                           samples_per_s=global_batch / step, flops_per_gpu=flops,

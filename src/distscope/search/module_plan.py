@@ -1,7 +1,8 @@
 """`distscope plan --model torch:FILE.py:FACTORY --input ...`: the data-parallel plans of a traced torch
 module (issue 22). Every GPU is a data-parallel replica; the search is over how the replicas keep their
-state (DDP: everything replicated; FSDP / ZeRO-3: weights, gradients and optimizer state sharded) and the
-micro-batch (the per-GPU batch split into gradient-accumulation steps). Each candidate is priced by the
+state (DDP: everything replicated; FSDP / ZeRO-3: weights, gradients and optimizer state sharded), the
+micro-batch (the per-GPU batch split into gradient-accumulation steps) and full recompute of the top-level
+children (activations for a rerun forward, model/module_estimate.py). Each candidate is priced by the
 estimator's module path (model/module_estimate.py), so `plan`'s #1 and `estimate` of the same flags give
 the same step time; plans that do not fit a GPU's memory are kept out and counted.
 
@@ -31,9 +32,11 @@ class ModuleCandidate:
     zero: int
     micro_batch: int
     estimate: ModuleEstimate
+    recompute: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sharding": SHARDINGS[self.zero], "zero": self.zero, "micro_batch": self.micro_batch} | self.estimate.to_dict()
+        return {"sharding": SHARDINGS[self.zero], "zero": self.zero, "micro_batch": self.micro_batch,
+                "recompute": "full" if self.recompute else "none"} | self.estimate.to_dict()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +62,8 @@ def per_gpu_batch(global_batch: int, gpus: int) -> int:
 
 def plan_module(trace: Callable[[int], ModuleGraph], cluster: Cluster, *, global_batch: int,
                 progress: Callable[[], None] | None = None) -> ModulePlans:
-    """Every (sharding, micro-batch) of the module on all of `cluster`'s GPUs, priced and ranked.
-    `trace(b)` traces the module at micro-batch b."""
+    """Every (sharding, micro-batch, recompute) of the module on all of `cluster`'s GPUs, priced and
+    ranked. `trace(b)` traces the module at micro-batch b."""
     gpus = cluster.num_gpus
     mbs = micro_batches(per_gpu_batch(global_batch, gpus))
     feasible: list[ModuleCandidate] = []
@@ -68,11 +71,13 @@ def plan_module(trace: Callable[[int], ModuleGraph], cluster: Cluster, *, global
     for mb in mbs:
         graph = trace(mb)
         for zero in SHARDINGS:
-            est = estimate_module(graph, cluster, dp=gpus, zero=zero, global_batch=global_batch)
-            (feasible if est.feasible else over).append(ModuleCandidate(zero=zero, micro_batch=mb, estimate=est))
+            for rc in (False, True):
+                est = estimate_module(graph, cluster, dp=gpus, zero=zero, global_batch=global_batch, recompute=rc)
+                (feasible if est.feasible else over).append(ModuleCandidate(zero=zero, micro_batch=mb, estimate=est,
+                                                                            recompute=rc))
         if progress is not None:
             progress()
-    feasible.sort(key=lambda c: c.estimate.step_time_s)
+    feasible.sort(key=lambda c: (c.estimate.step_time_s, c.recompute))
     return ModulePlans(ranked=tuple(feasible), infeasible=tuple(over), micro_batches=mbs)
 
 
@@ -94,15 +99,21 @@ def why(plans: ModulePlans) -> str:
         return (f"{SHARDINGS[3 if best.zero == 0 else 0]} does not fit: at least {need:.1f} GiB "
                 f"per GPU of {best.estimate.capacity_bytes / gib:.1f}")
     d_step = other.estimate.step_time_s - best.estimate.step_time_s
-    terms = {k: other.estimate.breakdown_s.get(k, 0.0) - v for k, v in best.estimate.breakdown_s.items()}
-    top = max(terms, key=lambda k: abs(terms[k]))
-    return (f"{SHARDINGS[best.zero]} at micro-batch {best.micro_batch} is {d_step:.4f} s faster than the best "
-            f"{SHARDINGS[other.zero]} plan (micro-batch {other.micro_batch}; mostly {top} {terms[top]:+.4f} s) and "
-            f"needs {mem(best):.1f} GiB per GPU against {mem(other):.1f}")
+    keys = set(best.estimate.breakdown_s) | set(other.estimate.breakdown_s)
+    terms = {k: other.estimate.breakdown_s.get(k, 0.0) - best.estimate.breakdown_s.get(k, 0.0) for k in keys}
+    top = max(sorted(terms), key=lambda k: abs(terms[k]))
+
+    def name(c: ModuleCandidate) -> str:
+        return SHARDINGS[c.zero] + (" with recompute" if c.recompute else "")
+
+    return (f"{name(best)} at micro-batch {best.micro_batch} is {d_step:.4f} s faster than the best "
+            f"{SHARDINGS[other.zero]} plan ({name(other)}, micro-batch {other.micro_batch}; mostly {top} "
+            f"{terms[top]:+.4f} s) and needs {mem(best):.1f} GiB per GPU against {mem(other):.1f}")
 
 
 def ranked_rows(cands: Sequence[ModuleCandidate]) -> list[tuple[str, ...]]:
     gib = 2**30
-    return [(str(i + 1), SHARDINGS[c.zero], str(c.micro_batch), str(c.estimate.micro_batches),
+    return [(str(i + 1), SHARDINGS[c.zero] + (" + recompute" if c.recompute else ""), str(c.micro_batch),
+             str(c.estimate.micro_batches),
              f"{c.estimate.step_time_s:.4f}", f"{c.estimate.samples_per_s:,.0f}", f"{c.estimate.mfu:.1%}",
              f"{sum(c.estimate.memory_bytes.values()) / gib:.1f}") for i, c in enumerate(cands)]

@@ -9,7 +9,8 @@ parallel as the estimator prices it (module_estimate's docstring):
   (estimate.DDP_BUCKET_PARAMS) which waits for the backward's end;
 - FSDP (--zero 3): per micro-batch the weights are all-gathered alongside the forward and again alongside
   the backward, and the gradients reduce-scattered alongside the backward.
-The optimizer's Adam pass follows. `simulate` of these traces and `estimate` of the same flags agree
+The optimizer's Adam pass follows. With full recompute each child's backward first reruns its forward
+(module_estimate's docstring). `simulate` of these traces and `estimate` of the same flags agree
 (tests/trace/test_from_module.py).
 """
 
@@ -24,8 +25,9 @@ from distscope.trace.graph import CollKind
 from distscope.workload.module_graph import ModuleGraph, Phase
 
 
-def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]:
-    """The top-level children as layers: forward and backward time, FLOPs and bytes of one micro-batch."""
+def module_layers(graph: ModuleGraph, cluster: Cluster, recompute: bool = False) -> tuple[LayerCost, ...]:
+    """The top-level children as layers: forward and backward time, FLOPs and bytes of one micro-batch
+    (with `recompute`, a child's backward also reruns its forward ops)."""
     order: list[str] = []
     cost: dict[str, dict[Phase, list[float]]] = {}
     n_ops = dict.fromkeys(Phase, 0)
@@ -33,11 +35,15 @@ def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]
         if op.module not in cost:
             order.append(op.module)
             cost[op.module] = {p: [0.0, 0.0, 0.0] for p in Phase}
+        t = op_s(op, cluster.device, graph)
         c = cost[op.module][op.phase]
-        c[0] += op_s(op, cluster.device, graph)
+        c[0] += t
         c[1] += op.flops
         c[2] += op.bytes
         n_ops[op.phase] += 1
+        if recompute and op.phase is Phase.FORWARD and op.module:
+            cost[op.module][Phase.BACKWARD][0] += t
+            n_ops[Phase.BACKWARD] += 1
     stretch = {}
     for p in Phase:
         gpu = sum(cost[m][p][0] for m in order)
@@ -49,9 +55,10 @@ def module_layers(graph: ModuleGraph, cluster: Cluster) -> tuple[LayerCost, ...]
                  for m in order)
 
 
-def module_step_spec(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, micro_batches: int) -> StepSpec:
+def module_step_spec(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, micro_batches: int,
+                     recompute: bool = False) -> StepSpec:
     """One optimizer step of `graph` over `dp` GPUs, DDP (zero 0) or FSDP (zero 3) (module docstring)."""
-    layers = module_layers(graph, cluster)
+    layers = module_layers(graph, cluster, recompute)
     nbytes = round(graph.params * graph.dtype.bytes)
     opt = optimizer_s(graph, cluster.device, dp if zero == 3 else 1)
     if dp == 1:

@@ -21,9 +21,14 @@ Convolutions and group norms also carry the bytes a patch-parallel run exchanges
 (`Op.exchange_bytes`, model/patch_parallel.py): a convolution's padding rows of its input (one side),
 a group norm's per-group mean and mean-square.
 
+For recompute (model/module_estimate.py), the training trace also splits the saved tensors by the
+top-level child whose forward saved them (`child_saved`), and records the bytes each top-level child
+receives as its forward's inputs (`child_inputs`): what a checkpoint of that child keeps instead.
+
 FLOPs follow torch.utils.flop_counter (FlopCounterMode's registry), so the graph's total equals what
 FlopCounterMode reports for the same step. The bytes the autograd graph keeps for the backward
-(saved tensors) are the activation memory per micro-batch.
+(saved tensors, less the weights and views of them it keeps, which the weights already count) are the
+activation memory per micro-batch.
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ class ModuleGraph:
     micro_batch: int  # leading dim of the first input
     ops: tuple[Op, ...]
     saved_bytes: float  # tensors autograd keeps from the forward for the backward
+    child_saved: tuple[tuple[str, float], ...] = ()  # saved_bytes by top-level child ("": outside any)
+    child_inputs: tuple[tuple[str, float], ...] = ()  # each top-level child's forward input bytes
 
     def flops(self, phase: Phase | None = None) -> float:
         return sum(o.flops for o in self.ops if phase is None or o.phase is phase)
@@ -320,10 +327,29 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             return out
 
     saved = [0.0]
+    saved_by: dict[str, float] = {}
+    inputs_by: dict[str, float] = {}
+
+    weights = {id(p) for p in model.parameters()}
 
     def pack(t: Any) -> Any:
-        saved[0] += _nbytes(t)
+        base = getattr(t, "_base", None)
+        if id(t) in weights or (base is not None and id(base) in weights):
+            return t  # a weight (or a view of one) autograd keeps: already counted as the weights
+        n = _nbytes(t)
+        saved[0] += n
+        where = _top_child(tracker.parents)
+        saved_by[where] = saved_by.get(where, 0.0) + n
         return t
+
+    def on_input(name: str) -> Callable[..., None]:
+        def hook(_mod: Any, args: Any) -> None:
+            inputs_by[name] = inputs_by.get(name, 0.0) + _nbytes(args)
+        return hook
+
+    if not inference:
+        for child_name, child in model.named_children():
+            child.register_forward_pre_hook(on_input(child_name))
 
     xs = [torch.empty(s.shape, dtype=tdt[s.dtype], device="meta") for s in inputs]
     try:
@@ -349,4 +375,4 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                              f"forward failed on the meta device: {type(exc).__name__}: {first}") from None
     params = sum(p.numel() for p in model.parameters())
     return ModuleGraph(name=name, params=params, dtype=dtype, micro_batch=inputs[0].shape[0], ops=tuple(ops),
-                       saved_bytes=saved[0])
+                       saved_bytes=saved[0], child_saved=tuple(saved_by.items()), child_inputs=tuple(inputs_by.items()))
