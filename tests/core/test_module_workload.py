@@ -20,6 +20,7 @@ from distscope.errors import DistscopeError
 from distscope.model.module_estimate import estimate_module
 from distscope.system import get_cluster
 from distscope.workload.module_graph import OpKind, Phase, parse_inputs, trace_module
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples/modules"))
@@ -86,14 +87,7 @@ def test_a_tiny_model_is_host_bound() -> None:
 
 
 def _run(capsys, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
-    """The CLI's entry point as a user runs it: (exit code, stdout + stderr)."""
-    try:
-        main(["estimate", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out + err
+    return run_cli(capsys, "estimate", *args)
 
 
 def test_cli_estimates_a_module_file(capsys) -> None:  # type: ignore[no-untyped-def]

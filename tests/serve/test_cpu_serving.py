@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.cli_run import run_cli
 
-from distscope.cli import main
 from distscope.errors import DistscopeError
 from distscope.serve.cpu_plan import CpuPlan, CpuProfile, baseline, best_plan
 
@@ -70,13 +70,7 @@ def test_out_of_profile_requests_are_one_line() -> None:
 
 
 def _cli(capsys, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
-    try:
-        main(["serve", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out + err
+    return run_cli(capsys, "serve", *args)
 
 
 def test_measure_profiles_plans_and_runs_for_real(capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

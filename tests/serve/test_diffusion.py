@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli_run import run_cli
 
-from distscope.cli import main
 from distscope.comm import Collective, collective_s, group_net
 from distscope.errors import DistscopeError
 from distscope.model.module_estimate import infer_module
@@ -104,13 +103,7 @@ def test_two_gpus_with_the_cfg_split_exchange_nothing_inside_a_step() -> None:
 
 
 def _cli(capsys, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
-    try:
-        main(["serve", "diffusion", *args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out + err
+    return run_cli(capsys, "serve", "diffusion", *args)
 
 
 def test_cli_json_has_one_run_per_mode_and_gpu_count(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -140,5 +133,3 @@ def test_bad_input_is_one_line(capsys, args: tuple[str, ...], says: str) -> None
     assert says in out
     assert "Traceback" not in out and len(out.strip().splitlines()) == 1
 
-
-sys.path.insert(0, str(ROOT / "examples/modules"))
