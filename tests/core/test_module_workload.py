@@ -258,3 +258,34 @@ def test_recompute_reruns_the_childrens_forward_and_shrinks_resnet_activations(r
     assert rc.step_time_s == pytest.approx(plain.step_time_s + redo)  # GPU-bound: the host never waits
     assert rc.memory_bytes["activations"] < 0.5 * plain.memory_bytes["activations"]
     assert rc.flops_per_gpu == plain.flops_per_gpu  # MFU counts the model's FLOPs
+
+
+def test_a_one_stage_pipeline_is_the_data_parallel_step(resnet) -> None:  # type: ignore[no-untyped-def]
+    from distscope.model.module_pipeline import estimate_module_pipeline
+
+    cluster = get_cluster("dgx-a100", 8)
+    for zero in (0, 3):
+        flat = estimate_module(resnet, cluster, dp=8, zero=zero, global_batch=1024)
+        one = estimate_module_pipeline(resnet, cluster, pp=1, zero=zero, global_batch=1024)
+        assert one.step_time_s == pytest.approx(flat.step_time_s, rel=1e-9)
+        assert sum(one.memory_bytes.values()) == pytest.approx(sum(flat.memory_bytes.values()), rel=1e-9)
+
+
+def test_pipeline_stages_split_the_children_and_pay_a_bubble(resnet) -> None:  # type: ignore[no-untyped-def]
+    """pp 2 on 8 GPUs: 4 replicas, so 1024 / (64 x 4) = 4 micro-batches; the pipeline takes m·t_max +
+    Σt − t_max (1F1B), and its stages cover the children in order."""
+    from distscope.model.module_estimate import child_costs
+    from distscope.model.module_pipeline import estimate_module_pipeline, stage_split
+
+    cluster = get_cluster("dgx-a100", 8)
+    kids = child_costs(resnet, cluster.device)
+    stages = stage_split(kids, 2)
+    assert sum(stages, ()) == kids and all(stages)
+    t = [sum(c.fwd_s + c.bwd_s for c in s) for s in stages]
+    est = estimate_module_pipeline(resnet, cluster, pp=2, zero=0, global_batch=1024)
+    assert est.micro_batches == 4
+    assert est.breakdown_s["compute"] == pytest.approx(4 * max(t))
+    assert est.breakdown_s["bubble"] == pytest.approx(sum(t) - max(t))
+    assert est.breakdown_s["pp"] > 0
+    with pytest.raises(DistscopeError, match="--pp=3 must divide --gpus=8"):
+        estimate_module_pipeline(resnet, cluster, pp=3, zero=0, global_batch=1024)

@@ -42,7 +42,8 @@ def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, b
 
 @pytest.mark.parametrize(("extra", "match"), [
     (["--steps", "2"], "--steps=2"),
-    (["--tp", "2"], "--tp=2: a torch module is planned data-parallel only"),
+    (["--tp", "2"], "--tp=2: a torch module is planned data parallel"),
+    (["--pp", "2"], "--pp=2: a torch module's pipeline split is estimated and planned"),
     (["--zero", "2"], "--zero=2"),
     (["--global-batch", "100"], "--global-batch=100 is not a multiple"),
 ])

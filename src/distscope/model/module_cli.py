@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from distscope.workload.module_graph import InputSpec, ModuleGraph
 
 # the plan fields a data-parallel module estimate reads; any other set flag is refused in one line
-_MODULE_FLAGS = ("dp", "zero", "recompute")
+_MODULE_FLAGS = ("dp", "zero", "recompute", "pp")
 
 
 def _recompute(plan: S.PlanFlags) -> bool:
@@ -32,9 +32,9 @@ def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) ->
 
     given = S.first_set_flag(plan, _MODULE_FLAGS)
     if given is not None:
-        raise DistscopeError(f"{given[0]}={given[1]}: a torch module is planned data-parallel only "
-                             "(--dp, --zero 0 or 3); tensor, pipeline, context and expert parallelism need its "
-                             "structure (use a transformer model)")
+        raise DistscopeError(f"{given[0]}={given[1]}: a torch module is planned data parallel (--dp, --zero 0 or "
+                             "3) and pipelined over its top-level children (--pp); tensor, context and expert "
+                             "parallelism need its structure (use a transformer model)")
     if other:
         raise DistscopeError("--report, --comm-volume and --quant-gbps are for transformer models")
     try:
@@ -93,19 +93,32 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     _module_checks(workload, plan, other)
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
-    dp = _dp(plan, cluster)
     recompute = _recompute(plan)
-    graph = _traced(workload, inputs, cluster.device.name, inference=False)
+    if plan.pp > 1:
+        from distscope.errors import DistscopeError
+        from distscope.model.module_pipeline import estimate_module_pipeline
+
+        if cluster.num_gpus % plan.pp or (plan.dp is not None and plan.dp * plan.pp != cluster.num_gpus):
+            raise DistscopeError(f"--pp={plan.pp} x --dp={plan.dp} must be --gpus={cluster.num_gpus}: every GPU "
+                                 "holds one stage of one replica")
+        dp = cluster.num_gpus // plan.pp
+        graph = _traced(workload, inputs, cluster.device.name, inference=False)
+        est = estimate_module_pipeline(graph, cluster, pp=plan.pp, zero=plan.zero or 0,
+                                       global_batch=workload.global_batch, recompute=recompute)
+    else:
+        dp = _dp(plan, cluster)
+        graph = _traced(workload, inputs, cluster.device.name, inference=False)
+        est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch,
+                              recompute=recompute)
     name = graph.name
-    est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch,
-                          recompute=recompute)
-    d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp,
+    d = {"model": workload.model, "params": graph.params, "dtype": graph.dtype.value, "dp": dp, "pp": plan.pp,
          "zero": plan.zero or 0, "recompute": "full" if recompute else "none", "global_batch": workload.global_batch,
          "ops": len(graph.ops)} | est.to_dict()
     if as_json:
         print_json(d)
         return
-    out.print(breakdown_table(f"{name}: {graph.params / 1e6:,.1f}M params, {dp} GPUs of {cluster.device.name}, "
+    out.print(breakdown_table(f"{name}: {graph.params / 1e6:,.1f}M params, {dp * plan.pp} GPUs of {cluster.device.name}"
+                              + (f" ({plan.pp} stages x {dp} replicas)" if plan.pp > 1 else "") + ", "
                               f"{est.micro_batches} micro-batch(es) of {graph.micro_batch}", est.breakdown_s,
                               est.step_time_s))
     gib = 2**30
@@ -122,6 +135,11 @@ def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFl
     from distscope.workload.module_graph import parse_inputs
 
     _module_checks(workload, plan, False)
+    if plan.pp > 1:
+        from distscope.errors import DistscopeError
+
+        raise DistscopeError(f"--pp={plan.pp}: a torch module's pipeline split is estimated and planned; trace "
+                             "generate writes its data-parallel step only")
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
     dp, zero, recompute = _dp(plan, cluster), plan.zero or 0, _recompute(plan)
@@ -205,7 +223,8 @@ def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: in
     tied = sum(1 for c in plans.ranked if c.estimate.step_time_s <= best.estimate.step_time_s * (1 + TIE_REL))
     first = ",".join(x.text for x in at_batch(inputs, best.micro_batch))
     again = (f"distscope estimate --model {workload.model} --input {first} --cluster {cluster.name} --gpus "
-             f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}" + (" --recompute full" if best.recompute else ""))
+             f"{cluster.num_gpus} --global-batch {gb} --zero {best.zero}" + (f" --pp {best.pp}" if best.pp > 1 else "")
+             + (" --recompute full" if best.recompute else ""))
     result = {"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
               "micro_batches_searched": list(plans.micro_batches), "feasible": len(plans.ranked),
               "infeasible": len(plans.infeasible), "best": best.to_dict(),
@@ -217,8 +236,8 @@ def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: in
     t = Table(title=f"{workload.model} on {cluster.num_gpus} GPUs of {cluster.name} · global batch {gb}: top "
                     f"{min(top, len(plans.ranked))} of {len(plans.ranked)} plans that fit ({len(plans.infeasible)} "
                     "do not)")
-    for col in ("#", "sharding", "micro-batch", "steps acc.", "step s", "samples/s", "MFU", "GiB/GPU"):
-        t.add_column(col, justify="left" if col == "sharding" else "right")
+    for col in ("#", "plan", "micro-batch", "steps acc.", "step s", "samples/s", "MFU", "GiB/GPU"):
+        t.add_column(col, justify="left" if col == "plan" else "right")
     for row in ranked_rows(plans.ranked[:top]):
         t.add_row(*row)
     out.print(t)

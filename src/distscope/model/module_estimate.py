@@ -84,6 +84,49 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     return eff.elementwise_s(device, op.bytes, 1)
 
 
+@dataclasses.dataclass(frozen=True)
+class ChildCost:
+    """One top-level child of a module (its ops in forward order; "" for the root's own ops) per
+    micro-batch: GPU time per pass stretched to the pass's host time (module docstring), FLOPs, bytes."""
+
+    name: str
+    fwd_s: float
+    bwd_s: float  # with recompute: its forward rerun first
+    fwd_flops: float
+    bwd_flops: float
+    fwd_bytes: float
+    bwd_bytes: float
+
+
+def child_costs(graph: ModuleGraph, device: Device, recompute: bool = False) -> tuple[ChildCost, ...]:
+    """The top-level children in forward order (module docstring): a pass shorter than its ops' host time
+    (host.OP_S each) is stretched to it, spread over the children in proportion."""
+    order: list[str] = []
+    cost: dict[str, dict[Phase, list[float]]] = {}
+    n_ops = dict.fromkeys(Phase, 0)
+    for op in graph.ops:
+        if op.module not in cost:
+            order.append(op.module)
+            cost[op.module] = {p: [0.0, 0.0, 0.0] for p in Phase}
+        t = op_s(op, device, graph)
+        c = cost[op.module][op.phase]
+        c[0] += t
+        c[1] += op.flops
+        c[2] += op.bytes
+        n_ops[op.phase] += 1
+        if recompute and op.phase is Phase.FORWARD and op.module:
+            cost[op.module][Phase.BACKWARD][0] += t
+            n_ops[Phase.BACKWARD] += 1
+    stretch = {}
+    for p in Phase:
+        gpu = sum(cost[m][p][0] for m in order)
+        stretch[p] = max(gpu, n_ops[p] * host.OP_S) / gpu if gpu > 0 else 1.0
+    F, B = Phase.FORWARD, Phase.BACKWARD
+    return tuple(ChildCost(name=m, fwd_s=cost[m][F][0] * stretch[F], bwd_s=cost[m][B][0] * stretch[B],
+                           fwd_flops=cost[m][F][1], bwd_flops=cost[m][B][1], fwd_bytes=cost[m][F][2],
+                           bwd_bytes=cost[m][B][2]) for m in order)
+
+
 def attention_s(a: AttnShape, phase: Phase, device: Device, dtype: DType) -> float:
     """One fused-attention pass of shape `a` (efficiency.flash_attention_s, FlashAttention-2)."""
     fwd, bwd = eff.flash_attention_s(device, dtype, a.batch_heads, a.seq_q, a.seq_kv, a.d_qk, a.d_v, causal=a.causal)

@@ -130,8 +130,9 @@ def plan_cmd(
                              "models (--model dlrm:...)")
     if is_module_ref(workload.model):
         if given:
-            raise DistscopeError(f"{given[0]}: a torch module is planned data-parallel only (DDP or FSDP, and the "
-                                 "micro-batch); use a transformer model for the rest")
+            raise DistscopeError(f"{given[0]}: plan searches a torch module's plans itself (DDP or FSDP, recompute, "
+                                 "a pipeline split over its top-level children, the micro-batch); use a transformer "
+                                 "model for the rest")
         from distscope.model.module_cli import plan_module_cmd
 
         plan_module_cmd(workload, system, top=top, as_json=as_json)

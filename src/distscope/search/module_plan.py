@@ -1,8 +1,10 @@
 """`distscope plan --model torch:FILE.py:FACTORY --input ...`: the data-parallel plans of a traced torch
 module (issue 22). Every GPU is a data-parallel replica; the search is over how the replicas keep their
 state (DDP: everything replicated; FSDP / ZeRO-3: weights, gradients and optimizer state sharded), the
-micro-batch (the per-GPU batch split into gradient-accumulation steps) and full recompute of the top-level
-children (activations for a rerun forward, model/module_estimate.py). Each candidate is priced by the
+micro-batch (the per-GPU batch split into gradient-accumulation steps), full recompute of the top-level
+children (activations for a rerun forward, model/module_estimate.py) and a pipeline split over those
+children (pp a power of two up to MAX_PP that divides the GPUs, model/module_pipeline.py; the same
+micro-batch traces serve every pp). Each candidate is priced by the
 estimator's module path (model/module_estimate.py), so `plan`'s #1 and `estimate` of the same flags give
 the same step time; plans that do not fit a GPU's memory are kept out and counted.
 
@@ -20,10 +22,12 @@ from typing import Any
 
 from distscope.errors import DistscopeError
 from distscope.model.module_estimate import ModuleEstimate, estimate_module
+from distscope.model.module_pipeline import estimate_module_pipeline
 from distscope.system.topology import Cluster
 from distscope.workload.module_graph import ModuleGraph
 
 MAX_MICRO_BATCHES = 6  # traces per search (a ResNet-50 trace takes about a second on one core)
+MAX_PP = 8
 SHARDINGS = {0: "ddp", 3: "fsdp"}
 
 
@@ -33,10 +37,14 @@ class ModuleCandidate:
     micro_batch: int
     estimate: ModuleEstimate
     recompute: bool = False
+    pp: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"sharding": SHARDINGS[self.zero], "zero": self.zero, "micro_batch": self.micro_batch,
-                "recompute": "full" if self.recompute else "none"} | self.estimate.to_dict()
+                "recompute": "full" if self.recompute else "none", "pp": self.pp} | self.estimate.to_dict()
+
+    def label(self) -> str:
+        return SHARDINGS[self.zero] + (f" + pp {self.pp}" if self.pp > 1 else "") + (" + recompute" if self.recompute else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,14 +78,23 @@ def plan_module(trace: Callable[[int], ModuleGraph], cluster: Cluster, *, global
     over: list[ModuleCandidate] = []
     for mb in mbs:
         graph = trace(mb)
-        for zero in SHARDINGS:
-            for rc in (False, True):
-                est = estimate_module(graph, cluster, dp=gpus, zero=zero, global_batch=global_batch, recompute=rc)
-                (feasible if est.feasible else over).append(ModuleCandidate(zero=zero, micro_batch=mb, estimate=est,
-                                                                            recompute=rc))
+        pps = [p for p in (1 << i for i in range(MAX_PP.bit_length())) if gpus % p == 0 and p <= len(graph.child_params) + 1]
+        for pp in pps:
+            for zero in SHARDINGS:
+                for rc in (False, True):
+                    if pp == 1:
+                        est = estimate_module(graph, cluster, dp=gpus, zero=zero, global_batch=global_batch, recompute=rc)
+                    else:
+                        try:
+                            est = estimate_module_pipeline(graph, cluster, pp=pp, zero=zero, global_batch=global_batch,
+                                                           recompute=rc)
+                        except DistscopeError:
+                            continue  # fewer layers than stages (the root's ops not a layer of their own)
+                    (feasible if est.feasible else over).append(ModuleCandidate(zero=zero, micro_batch=mb, estimate=est,
+                                                                                recompute=rc, pp=pp))
         if progress is not None:
             progress()
-    feasible.sort(key=lambda c: (c.estimate.step_time_s, c.recompute))
+    feasible.sort(key=lambda c: (c.estimate.step_time_s, c.pp, c.recompute))
     return ModulePlans(ranked=tuple(feasible), infeasible=tuple(over), micro_batches=mbs)
 
 
@@ -103,17 +120,14 @@ def why(plans: ModulePlans) -> str:
     terms = {k: other.estimate.breakdown_s.get(k, 0.0) - best.estimate.breakdown_s.get(k, 0.0) for k in keys}
     top = max(sorted(terms), key=lambda k: abs(terms[k]))
 
-    def name(c: ModuleCandidate) -> str:
-        return SHARDINGS[c.zero] + (" with recompute" if c.recompute else "")
-
-    return (f"{name(best)} at micro-batch {best.micro_batch} is {d_step:.4f} s faster than the best "
-            f"{SHARDINGS[other.zero]} plan ({name(other)}, micro-batch {other.micro_batch}; mostly {top} "
+    return (f"{best.label()} at micro-batch {best.micro_batch} is {d_step:.4f} s faster than the best "
+            f"{SHARDINGS[other.zero]} plan ({other.label()}, micro-batch {other.micro_batch}; mostly {top} "
             f"{terms[top]:+.4f} s) and needs {mem(best):.1f} GiB per GPU against {mem(other):.1f}")
 
 
 def ranked_rows(cands: Sequence[ModuleCandidate]) -> list[tuple[str, ...]]:
     gib = 2**30
-    return [(str(i + 1), SHARDINGS[c.zero] + (" + recompute" if c.recompute else ""), str(c.micro_batch),
+    return [(str(i + 1), c.label(), str(c.micro_batch),
              str(c.estimate.micro_batches),
              f"{c.estimate.step_time_s:.4f}", f"{c.estimate.samples_per_s:,.0f}", f"{c.estimate.mfu:.1%}",
              f"{sum(c.estimate.memory_bytes.values()) / gib:.1f}") for i, c in enumerate(cands)]

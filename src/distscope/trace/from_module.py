@@ -16,43 +16,20 @@ The optimizer's Adam pass follows. With full recompute each child's backward fir
 
 from __future__ import annotations
 
-from distscope.model import host
 from distscope.model.estimate import DDP_BUCKET_PARAMS
-from distscope.model.module_estimate import op_s, optimizer_s
+from distscope.model.module_estimate import child_costs, optimizer_s
 from distscope.system.topology import Cluster
 from distscope.trace.builder import CommOp, Group, LayerCost, StageExtras, StepSpec
 from distscope.trace.graph import CollKind
-from distscope.workload.module_graph import ModuleGraph, Phase
+from distscope.workload.module_graph import ModuleGraph
 
 
 def module_layers(graph: ModuleGraph, cluster: Cluster, recompute: bool = False) -> tuple[LayerCost, ...]:
-    """The top-level children as layers: forward and backward time, FLOPs and bytes of one micro-batch
-    (with `recompute`, a child's backward also reruns its forward ops)."""
-    order: list[str] = []
-    cost: dict[str, dict[Phase, list[float]]] = {}
-    n_ops = dict.fromkeys(Phase, 0)
-    for op in graph.ops:
-        if op.module not in cost:
-            order.append(op.module)
-            cost[op.module] = {p: [0.0, 0.0, 0.0] for p in Phase}
-        t = op_s(op, cluster.device, graph)
-        c = cost[op.module][op.phase]
-        c[0] += t
-        c[1] += op.flops
-        c[2] += op.bytes
-        n_ops[op.phase] += 1
-        if recompute and op.phase is Phase.FORWARD and op.module:
-            cost[op.module][Phase.BACKWARD][0] += t
-            n_ops[Phase.BACKWARD] += 1
-    stretch = {}
-    for p in Phase:
-        gpu = sum(cost[m][p][0] for m in order)
-        stretch[p] = max(gpu, n_ops[p] * host.OP_S) / gpu if gpu > 0 else 1.0
-    return tuple(LayerCost(name=m or "root", fwd_s=cost[m][Phase.FORWARD][0] * stretch[Phase.FORWARD],
-                           bwd_s=cost[m][Phase.BACKWARD][0] * stretch[Phase.BACKWARD],
-                           fwd_flops=round(cost[m][Phase.FORWARD][1]), bwd_flops=round(cost[m][Phase.BACKWARD][1]),
-                           fwd_bytes=round(cost[m][Phase.FORWARD][2]), bwd_bytes=round(cost[m][Phase.BACKWARD][2]))
-                 for m in order)
+    """The top-level children as layers (model/module_estimate.child_costs): forward and backward time,
+    FLOPs and bytes of one micro-batch (with `recompute`, a child's backward also reruns its forward)."""
+    return tuple(LayerCost(name=c.name or "root", fwd_s=c.fwd_s, bwd_s=c.bwd_s, fwd_flops=round(c.fwd_flops),
+                           bwd_flops=round(c.bwd_flops), fwd_bytes=round(c.fwd_bytes), bwd_bytes=round(c.bwd_bytes))
+                 for c in child_costs(graph, cluster.device, recompute))
 
 
 def module_step_spec(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int, micro_batches: int,

@@ -119,6 +119,7 @@ class ModuleGraph:
     saved_bytes: float  # tensors autograd keeps from the forward for the backward
     child_saved: tuple[tuple[str, float], ...] = ()  # saved_bytes by top-level child ("": outside any)
     child_inputs: tuple[tuple[str, float], ...] = ()  # each top-level child's forward input bytes
+    child_params: tuple[tuple[str, int], ...] = ()  # each top-level child's parameter count
 
     def flops(self, phase: Phase | None = None) -> float:
         return sum(o.flops for o in self.ops if phase is None or o.phase is phase)
@@ -374,5 +375,7 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
         raise DistscopeError(f"--model {name} with --input {shapes}: the "
                              f"forward failed on the meta device: {type(exc).__name__}: {first}") from None
     params = sum(p.numel() for p in model.parameters())
+    kids = tuple((n, sum(p.numel() for p in c.parameters())) for n, c in model.named_children())
     return ModuleGraph(name=name, params=params, dtype=dtype, micro_batch=inputs[0].shape[0], ops=tuple(ops),
-                       saved_bytes=saved[0], child_saved=tuple(saved_by.items()), child_inputs=tuple(inputs_by.items()))
+                       saved_bytes=saved[0], child_saved=tuple(saved_by.items()), child_inputs=tuple(inputs_by.items()),
+                       child_params=kids)

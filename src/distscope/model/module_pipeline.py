@@ -1,0 +1,119 @@
+"""A torch module's training step split into pipeline stages over its top-level children (`--pp`), each
+stage data parallel over dp = GPUs / pp (DDP or FSDP, as model/module_estimate.py prices a replica).
+
+- **Split.** The children in forward order (module_estimate.child_costs; the root's own ops form a
+  layer where they first run) cut into pp contiguous stages minimising the slowest stage's forward +
+  backward time per micro-batch (search/partition.min_max_partition: PipeDream's dynamic program).
+- **Schedule** (1F1B, no interleaving, as schedules.py prices it with vp = 1): with per-stage times
+  t_k = fwd_k + bwd_k per micro-batch and m micro-batches, the pipeline takes m·max_k t_k + Σ_k t_k −
+  max_k t_k; every boundary's activation (the input bytes of the first child of the next stage) and
+  its gradient cross once per micro-batch, exposed on the fill and drain path only:
+  Σ_boundaries 2 · t_send(bytes) on the stage-to-stage link (ranks dp apart).
+- **Data parallel** per stage over its own parameters, with module_estimate's overlap rules against
+  the stage's last backward (DDP) or each micro-batch's passes (FSDP); the slowest stage's exposure
+  and optimizer set the step's.
+- **Memory** per stage (1F1B): the stage's weights, gradients and optimizer state (sharded by dp under
+  FSDP), and min(m, pp − k) micro-batches of its activations in flight on stage k (the first stage
+  holds pp); with recompute a child keeps its input, plus one child's saved tensors at a time. A GPU's
+  memory is its stage's; the plan fits when the fullest stage does.
+"""
+
+from __future__ import annotations
+
+from distscope.comm import Collective, collective_s, group_net
+from distscope.errors import DistscopeError
+from distscope.model.estimate import DDP_BUCKET_PARAMS, MASTER_BYTES_PER_PARAM
+from distscope.model.memory import WORKSPACE_BYTES
+from distscope.model.module_estimate import (
+    ChildCost,
+    ModuleEstimate,
+    child_costs,
+    micro_batch_count,
+    optimizer_s,
+)
+from distscope.search.partition import min_max_partition
+from distscope.system.topology import Cluster
+from distscope.workload.module_graph import ModuleGraph
+
+
+def stage_split(children: tuple[ChildCost, ...], pp: int) -> tuple[tuple[ChildCost, ...], ...]:
+    """The children cut into `pp` contiguous stages, the slowest as fast as can be (module docstring)."""
+    if pp > len(children):
+        raise DistscopeError(f"--pp={pp}: the module has {len(children)} top-level children (the root's own ops "
+                             "count as one); a stage needs at least one")
+    sizes = min_max_partition([c.fwd_s + c.bwd_s for c in children], pp).sizes
+    out, start = [], 0
+    for n in sizes:
+        out.append(children[start:start + n])
+        start += n
+    return tuple(out)
+
+
+def _stage_bytes(graph: ModuleGraph, stage: tuple[ChildCost, ...], recompute: bool, first: bool) -> tuple[float, float]:
+    """(parameters, activation bytes per micro-batch) of a stage; the root's parameters go to the first."""
+    names = {c.name for c in stage}
+    params = dict(graph.child_params)
+    saved, inputs = dict(graph.child_saved), dict(graph.child_inputs)
+    n = sum(params.get(m, 0) for m in names if m)
+    if first:
+        n += graph.params - sum(params.values())
+    if recompute:
+        act = saved.get("", 0.0) * ("" in names) + sum(inputs.get(m, 0.0) for m in names if m) + \
+            max((saved.get(m, 0.0) for m in names if m), default=0.0)
+    else:
+        act = sum(saved.get(m, 0.0) for m in names)
+    return float(n), act
+
+
+def estimate_module_pipeline(graph: ModuleGraph, cluster: Cluster, *, pp: int, zero: int, global_batch: int,
+                             recompute: bool = False) -> ModuleEstimate:
+    """Step time, breakdown and memory of `graph` on all of `cluster`'s GPUs as pp stages × dp replicas."""
+    gpus = cluster.num_gpus
+    if pp < 1 or gpus % pp:
+        raise DistscopeError(f"--pp={pp} must divide --gpus={gpus}")
+    dp = gpus // pp
+    m = micro_batch_count(graph.micro_batch, dp=dp, zero=zero, global_batch=global_batch)
+    dev = cluster.device
+    stages = stage_split(child_costs(graph, dev, recompute), pp)
+    fwd = [sum(c.fwd_s for c in s) for s in stages]
+    bwd = [sum(c.bwd_s for c in s) for s in stages]
+    t = [f + b for f, b in zip(fwd, bwd, strict=True)]
+    t_max = max(t)
+    pipe = m * t_max + sum(t) - t_max
+    inputs = dict(graph.child_inputs)
+    link = group_net(cluster, pp, dp) if pp > 1 else None
+    p2p = 0.0
+    for s in stages[1:]:
+        head = next((c.name for c in s if c.name), "")
+        if link is not None:
+            p2p += 2 * collective_s(Collective.SEND_RECV, inputs.get(head, 0.0), link)
+    b = graph.dtype.bytes
+    g = group_net(cluster, dp, 1)
+    dp_exposed, opt, mem_max = 0.0, 0.0, 0.0
+    memory: dict[str, float] = {}
+    shard = dp if zero == 3 else 1
+    for k, s in enumerate(stages):
+        params, act = _stage_bytes(graph, s, recompute, k == 0)
+        if dp > 1 and zero == 0:
+            t_ar = collective_s(Collective.ALL_REDUCE, params * b, g)
+            exposed = max(t_ar * min(1.0, DDP_BUCKET_PARAMS / max(params, 1.0)), t_ar - bwd[k])
+        elif dp > 1:
+            t_ag = collective_s(Collective.ALL_GATHER, params * b, g)
+            t_rs = collective_s(Collective.REDUCE_SCATTER, params * b, g)
+            exposed = m * (max(0.0, t_ag - fwd[k]) + max(0.0, t_ag + t_rs - bwd[k]))
+        else:
+            exposed = 0.0
+        dp_exposed = max(dp_exposed, exposed)
+        opt = max(opt, optimizer_s(graph, dev, shard) * params / max(graph.params, 1))
+        stage_mem = {"weights": params * b / shard, "grads": params * b / shard,
+                     "optimizer": params * MASTER_BYTES_PER_PARAM / shard, "activations": min(m, pp - k) * act,
+                     "workspace": WORKSPACE_BYTES}
+        if sum(stage_mem.values()) > mem_max:
+            mem_max, memory = sum(stage_mem.values()), stage_mem
+    compute = m * t_max
+    breakdown = {"compute": compute, "bubble": pipe - compute, "pp": p2p, "dp": dp_exposed, "optimizer": opt}
+    step = sum(breakdown.values())
+    flops = graph.flops() * m / pp  # a GPU's share: its stage's, the model's spread evenly (MFU convention)
+    return ModuleEstimate(step_time_s=step, breakdown_s=breakdown, micro_batches=m, samples_per_s=global_batch / step,
+                          flops_per_gpu=flops, mfu=flops / (step * dev.flops(graph.dtype)), memory_bytes=memory,
+                          capacity_bytes=cluster.memory_capacity_bytes)
