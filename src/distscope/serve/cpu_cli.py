@@ -5,7 +5,6 @@ instances × threads × batch (serve/cpu_plan.py), from a latency profile measur
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 from distscope.errors import DistscopeError
@@ -33,6 +32,7 @@ def refuse_gpu_flags(ctx: Any, names: tuple[str, ...]) -> None:
 
 def _setup(f: CpuServeFlags) -> tuple[list[int], int, Any]:
     from distscope.dtypes import DType
+    from distscope.serve.cpu_measure import allowed_cores
     from distscope.workload.module_graph import parse_inputs
 
     try:
@@ -45,7 +45,7 @@ def _setup(f: CpuServeFlags) -> tuple[list[int], int, Any]:
         raise DistscopeError(f"--batches={f.batches!r} must be a comma list of positive integers") from None
     if not batches or batches[0] < 1:
         raise DistscopeError(f"--batches={f.batches!r} must be a comma list of positive integers")
-    have = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    have = len(allowed_cores())
     cores = have if f.cores is None else f.cores
     if not 1 <= cores <= have:
         raise DistscopeError(f"--cores={cores} must be in 1..{have} (the cores this process may run on)")

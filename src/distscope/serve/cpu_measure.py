@@ -28,12 +28,19 @@ from distscope.workload.module_graph import InputSpec, at_batch, load_factory
 RUN_TIMEOUT_S = 600.0
 
 
-def _pin(first_core: int, threads: int) -> None:
+def allowed_cores() -> list[int]:
+    """The CPUs this process may run on (its affinity; every CPU where the OS has none)."""
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _pin(cores: list[int], first: int, threads: int) -> None:
+    """Run on `threads` of `cores` from index `first`, with as many intra-op threads."""
     import torch
 
     if hasattr(os, "sched_setaffinity"):
-        n = os.cpu_count() or 1
-        os.sched_setaffinity(0, {(first_core + i) % n for i in range(threads)})
+        os.sched_setaffinity(0, {cores[(first + i) % len(cores)] for i in range(threads)})
     torch.set_num_threads(threads)
 
 
@@ -75,11 +82,11 @@ def profile(ref: str, inputs: Sequence[InputSpec], cores: int, max_batch: int, r
 
     model = _build(ref)
     before = torch.get_num_threads()
-    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cores_ok = allowed_cores()
     rows = []
     try:
         for t in range(1, cores + 1):
-            _pin(0, t)
+            _pin(cores_ok, 0, t)
             row = []
             for b in range(1, max_batch + 1):
                 try:
@@ -93,17 +100,17 @@ def profile(ref: str, inputs: Sequence[InputSpec], cores: int, max_batch: int, r
             rows.append(tuple(row))
     finally:
         torch.set_num_threads(before)
-        if affinity is not None:
-            os.sched_setaffinity(0, affinity)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, set(cores_ok))
     return CpuProfile(latency_s=tuple(rows), source=f"serve cpu profile: {ref}, {repeats} forwards per point, "
                                                     f"one instance alone, {os.cpu_count()} logical CPUs")
 
 
-def _worker(ref: str, inputs: list[tuple[str, tuple[int, ...]]], first_core: int, threads: int, batch: int,
-            repeats: int, barrier: Any, queue: Any) -> None:
+def _worker(ref: str, inputs: list[tuple[str, tuple[int, ...]]], cores: list[int], first_core: int, threads: int,
+            batch: int, repeats: int, barrier: Any, queue: Any) -> None:
     """One instance of a plan, in its own process (spawned: everything it gets is picklable)."""
     try:
-        _pin(first_core, threads)
+        _pin(cores, first_core, threads)
         specs = [InputSpec(name=n, shape=s, dtype=DType.FP32) for n, s in inputs]
         model = _build(ref)
         xs = _inputs(specs, batch)
@@ -123,9 +130,10 @@ def run_plan(ref: str, inputs: Sequence[InputSpec], plan: CpuPlan, repeats: int 
     barrier = ctx.Barrier(len(plan.instances))
     queue = ctx.Queue()
     spec = [(x.name, x.shape) for x in inputs]
-    procs, first = [], 0
+    procs, first, cores = [], 0, allowed_cores()
     for t, b in plan.instances:
-        procs.append(ctx.Process(target=_worker, args=(ref, spec, first, t, b, repeats, barrier, queue), daemon=True))
+        procs.append(ctx.Process(target=_worker, args=(ref, spec, cores, first, t, b, repeats, barrier, queue),
+                                 daemon=True))
         first += t
     for p in procs:
         p.start()
