@@ -148,15 +148,26 @@ def read_csv(path: str | Path, what: str) -> tuple[list[str], list[tuple[int, di
 
 
 def write_text(path: str | Path, text: str, what: str) -> None:
-    """Write the file, creating missing parent directories; failures name the path."""
+    """Write the file, creating missing parent directories; failures name the path. The text goes to a
+    hidden temporary file beside it, renamed over it once complete, so a reader never sees half a file
+    (a rank's call log read while the rank is being killed did)."""
+    import os
+    import secrets
+
     p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        if p.is_dir():
+            raise IsADirectoryError
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
     except IsADirectoryError:
         raise DistscopeError(f"{what} {str(p)!r} is a directory; give a file name") from None
     except OSError as exc:
         raise DistscopeError(f"cannot write {what} {str(p)!r} ({exc.strerror or exc})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def check_writable_dir(path: str | Path, what: str) -> None:
