@@ -5,17 +5,11 @@ from __future__ import annotations
 import pytest
 
 from distscope import __version__
-from distscope.cli import main
+from tests.cli_run import run_cli_parts
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli_parts(capsys, *argv)
 
 
 def test_version(capsys) -> None:

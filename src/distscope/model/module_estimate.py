@@ -138,12 +138,15 @@ def optimizer_s(graph: ModuleGraph, device: Device, shard: int) -> float:
     return eff.mem_time_s(ADAM_BYTES_PER_PARAM * graph.params / shard, device.hbm_Bps)
 
 
-def recompute_activation_bytes(graph: ModuleGraph) -> float:
+def recompute_activation_bytes(graph: ModuleGraph, names: set[str] | None = None) -> float:
     """Activations kept under full recompute of every top-level child (module docstring):
-    saved(root) + Σ_child input bytes + max_child saved(child)."""
-    saved = dict(graph.child_saved)
-    children = [v for k, v in saved.items() if k]
-    return saved.get("", 0.0) + sum(v for _, v in graph.child_inputs) + max(children, default=0.0)
+    saved(root) + Σ_child input bytes + max_child saved(child), over the children in `names` (a
+    pipeline stage's; "" the root's own ops) or all of them."""
+    saved, inputs = dict(graph.child_saved), dict(graph.child_inputs)
+    keep = set(saved) | set(inputs) if names is None else names
+    kids = [m for m in keep if m]
+    return (saved.get("", 0.0) * ("" in keep) + sum(inputs.get(m, 0.0) for m in kids)
+            + max((saved.get(m, 0.0) for m in kids), default=0.0))
 
 
 def micro_batch_count(micro_batch: int, *, dp: int, zero: int, global_batch: int) -> int:

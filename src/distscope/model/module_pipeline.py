@@ -30,6 +30,7 @@ from distscope.model.module_estimate import (
     child_costs,
     micro_batch_count,
     optimizer_s,
+    recompute_activation_bytes,
 )
 from distscope.search.partition import min_max_partition
 from distscope.system.topology import Cluster
@@ -52,16 +53,11 @@ def stage_split(children: tuple[ChildCost, ...], pp: int) -> tuple[tuple[ChildCo
 def _stage_bytes(graph: ModuleGraph, stage: tuple[ChildCost, ...], recompute: bool, first: bool) -> tuple[float, float]:
     """(parameters, activation bytes per micro-batch) of a stage; the root's parameters go to the first."""
     names = {c.name for c in stage}
-    params = dict(graph.child_params)
-    saved, inputs = dict(graph.child_saved), dict(graph.child_inputs)
+    params, saved = dict(graph.child_params), dict(graph.child_saved)
     n = sum(params.get(m, 0) for m in names if m)
     if first:
         n += graph.params - sum(params.values())
-    if recompute:
-        act = saved.get("", 0.0) * ("" in names) + sum(inputs.get(m, 0.0) for m in names if m) + \
-            max((saved.get(m, 0.0) for m in names if m), default=0.0)
-    else:
-        act = sum(saved.get(m, 0.0) for m in names)
+    act = recompute_activation_bytes(graph, names) if recompute else sum(saved.get(m, 0.0) for m in names)
     return float(n), act
 
 
