@@ -56,6 +56,11 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "measured {accuracy:fp8_pairs.measured_min:.2f}-{accuracy:fp8_pairs.measured_max:.2f}x, predicted "
      "{accuracy:fp8_pairs.predicted_min:.2f}-{accuracy:fp8_pairs.predicted_max:.2f}x over {accuracy:fp8_pairs.pairs} "
      "pairs (mean abs difference {accuracy:fp8_pairs.mean_abs_diff:.2f})", "`python benchmarks/accuracy.py`"),
+    ("MoE routing imbalance: Mixtral 8x22B on 128 H100 (E8), its learned router (aux loss 1e-2) over forced "
+     "balance, step-time ratio",
+     "published {accuracy:routing_pair.published:.3f}x; predicted {accuracy:routing_pair.aux_loss:.3f}x as "
+     "aux-loss (skew measured at 1e-3), {accuracy:routing_pair.aux_free:.3f}x as aux-free",
+     "`python benchmarks/accuracy.py`"),
     ("peak memory per GPU vs published peaks (torchtitan max-reserved, Megatron-LM's memory tool and the Zero "
      "Bubble paper's runs; `data/evidence/memory_runs.csv`)",
      "mean abs error {accuracy:memory.mean_abs_error_pct:.1f}% over {accuracy:memory.rows} rows, max "

@@ -22,7 +22,7 @@ with (Path(__file__).parents[1] / "validation" / "published_runs.csv").open(newl
     CONTRACT = next(csv.reader(_f))
 OPTIONAL = ["software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
             "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim",
-            "moe_dispatcher", "mtp_layers", "moe_a2a_overlap"]
+            "moe_dispatcher", "mtp_layers", "moe_a2a_overlap", "moe_balance"]
 COLUMNS = CONTRACT + OPTIONAL
 
 # ---- model shapes (public configs; see README "Model shapes") ----------------------------------------
@@ -322,6 +322,7 @@ MIX = dict(seq_len=4096, global_batch=256, micro_batch=1, tp=2, pp=8, vp=7, dp=8
            moe_dispatcher="alltoall", **MIXTRAL_MOE)
 MIX_NOTE = ("runtime.conf defaults TP2 PP8 EP8 VPP7 MBS1 GBS256 16 nodes, alltoall dispatcher, grouped GEMM, "
             "no recompute; 'should be around' figure from a script comment (best_practice/mixtral/run_mixtral_8x22B.sh)")
+# the "balanced" runs are the script's --moe-router-force-load-balancing setting (moe_balance=forced)
 for rid, tflops, prec, overlap, cf, extra in (
     ("E8-Mixtral8x22B-balanced-bf16", 465, "bf16", "dp,tp,pp", "",
      "dropless with --moe-router-force-load-balancing; dropless without forced balancing ~445 TFLOP/s"),
@@ -331,7 +332,8 @@ for rid, tflops, prec, overlap, cf, extra in (
      "NOT A CLEAN PAIR with the bf16 row: PR=fp8 adds --fp8-recipe blockwise, --fp8-param-gather, bf16 Adam moments "
      "and drops --tp-comm-overlap (sbatch_benchmarking.sh)"),
 ):
-    row = dict(run_id=rid, source=E8, **MIXTRAL_8X22B, precision=prec, overlap=overlap, capacity_factor=cf, **MIX)
+    row = dict(run_id=rid, source=E8, **MIXTRAL_8X22B, precision=prec, overlap=overlap, capacity_factor=cf, **MIX,
+               moe_balance="forced" if "balanced" in rid else "")
     row["measured_step_time_s"] = f4_megatron_moe(row) / (tflops * 1e12 * row["num_gpus"])
     row["step_time_basis"] = (f"F4 (Megatron-Core MoE model FLOPs, README) / ({tflops} TFLOP/s x 128 GPUs)")
     row["reported"] = f"~{tflops} TFLOP/s/GPU"
@@ -383,7 +385,7 @@ for rid, layout, t, extra in (
 # GB200 MXFP8 run's activation offloading of expert fc1 and moe_act (memory; its copies are not priced).
 QWEN_GB = dict(seq_len=4096, sequence_parallel="auto", zero_stage=0, distributed_optimizer=1, overlap="dp,tp,pp",
                framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025",
-               moe_dispatcher="alltoall", **QWEN3_MOE)
+               moe_dispatcher="alltoall", moe_balance="forced", **QWEN3_MOE)
 for rid, system, n, seg, prec, lay, tflops, extra in (
     ("E8-GB200-Qwen3-235B-PP8EP8-bf16", "GB200", 256, 2, "bf16",
      dict(tp=1, pp=8, vp=1, cp=1, ep=8, micro_batch=1, global_batch=8192, recompute="none"), 750, ""),
@@ -491,6 +493,8 @@ for (system, name, n, prec, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, ga, tps, no
                ep=ep, sequence_parallel="auto" if tp > 1 else 0, zero_stage=3 if fsdp else 0,
                distributed_optimizer=0 if fsdp else 1, overlap="auto", recompute="auto", precision=prec,
                num_gpus=n, **sysd, **E9_SW)
+    if E9_MODELS[name].get("experts"):
+        row["moe_balance"] = "forced"  # the table's footnote (E9_NOTE)
     if note.startswith("w/ MTP"):
         row["mtp_layers"] = 1
     row.update(E9_LAYOUTS.get((system, name), {}))
@@ -515,7 +519,7 @@ for nodes, lbs, tps in ((1, 8, 14796), (2, 8, 14380), (4, 8, 14276), (8, 8, 1410
                global_batch=lbs * n, micro_batch=lbs, tp=1, pp=1, vp=1, dp=n, cp=1, ep=8, sequence_parallel=0,
                zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="full", precision="bf16", num_gpus=n,
                **B200_NODE, framework="torchtitan (FSDP2 + EP, DeepEP, torch.compile)", software="torchtitan-2025",
-               reshard_after_forward=1, moe_dispatcher="deepep")
+               reshard_after_forward=1, moe_dispatcher="deepep", moe_balance="forced")
     row["measured_step_time_s"] = tokens_step(row, float(tps))
     row["step_time_basis"] = "tokens/s: global_batch x seq_len / (TPS/GPU x num_gpus)"
     row["reported"] = f"{tps} tokens/s/GPU"

@@ -114,6 +114,26 @@ class MoeDispatcher(Enum):
     DEEPEP = "deepep"
 
 
+class MoeBalance(Enum):
+    """How the router keeps expert loads even (the policy sets the skew model/routing.py prices).
+
+    FORCED: the benchmark switch that routes every token to uniformly random experts (Megatron-Core
+    --moe-router-force-load-balancing, torchtitan debug.moe_force_load_balance): no skew, only
+    sampling noise. AUX_FREE: a per-expert bias added before top-k and updated from the recent load
+    (Wang et al. 2024; DeepSeek-V3; torchtitan's load_balance_coeff). AUX_LOSS: a load-balancing
+    auxiliary loss (GShard / Switch Transformer; Megatron-Core's default aux_loss)."""
+
+    FORCED = "forced"
+    AUX_FREE = "aux-free"
+    AUX_LOSS = "aux-loss"
+
+
+# how a plan that names no policy is priced: loss-free balancing, the policy of DeepSeek-V3 and of
+# torchtitan's MoE (load_balance_coeff); within 1% of forced balance for fine-grained experts
+# (model/routing.py). Megatron-Core's own default (aux_loss at coefficient 0) balances nothing and is not priced.
+DEFAULT_BALANCE = MoeBalance.AUX_FREE
+
+
 class Dim(Enum):
     """A parallel dimension: labels communication in breakdowns and logs."""
 
@@ -167,6 +187,8 @@ class Plan:
     capacity_factor: float | None = None
     moe_a2a_overlap: bool = False
     moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
+    # the router's load-balancing policy (model/routing.py prices the busiest EP rank); None = DEFAULT_BALANCE
+    moe_balance: MoeBalance | None = None
     framework: Framework = Framework.ANY
 
     def degrees(self) -> str:
@@ -180,6 +202,10 @@ class Plan:
     @property
     def traits(self) -> ScheduleTraits:
         return SCHEDULE_TRAITS[self.schedule]
+
+    @property
+    def balance(self) -> MoeBalance:
+        return DEFAULT_BALANCE if self.moe_balance is None else self.moe_balance
 
     @property
     def expert_tp(self) -> int:
@@ -286,6 +312,7 @@ class Plan:
         if experts == 0:
             for what, bad in (("etp", self.etp not in (None, self.tp)), ("capacity_factor", self.capacity_factor is not None),
                               ("moe_a2a_overlap", self.moe_a2a_overlap),
+                              ("moe_balance", self.moe_balance is not None),
                               ("moe_dispatcher=deepep", self.moe_dispatcher is MoeDispatcher.DEEPEP)):
                 if bad:
                     raise self._fail(f"{what} needs a MoE model")

@@ -7,6 +7,7 @@ import pytest
 from distscope.dtypes import Precision
 from distscope.model import estimate
 from distscope.model.memory import activation_bytes_per_layer
+from distscope.model.routing import routed_load
 from distscope.plan import AttentionImpl, Dim, Plan, Recompute, Schedule
 from distscope.system import cluster_names, get_cluster
 from distscope.workload import TrainingShape, get_model, model_names
@@ -100,7 +101,8 @@ def test_moe_experts_keep_only_the_tokens_dispatched_to_them() -> None:
     wide = activation_bytes_per_layer(spec, True, b, s, plan)
     narrow = activation_bytes_per_layer(spec, True, b, s, dataclasses.replace(plan, etp=1))
     k, h, gi = spec.moe.top_k, spec.hidden, plan.precision.gemm_dtype.bytes  # type: ignore[union-attr]
-    assert wide - narrow == pytest.approx(0.75 * b * s * k * h * gi)
+    load = routed_load(spec, plan, b * s)  # the busiest EP rank's share (model/routing.py)
+    assert wide - narrow == pytest.approx(0.75 * b * s * k * h * gi * load)
 
 
 def test_overlap_hides_communication() -> None:

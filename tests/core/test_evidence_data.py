@@ -21,7 +21,7 @@ CSV = EVIDENCE / "training_runs.csv"
 
 OPTIONAL = ("software", "schedule", "first_stage_layers", "last_stage_layers", "reshard_after_forward", "experts",
             "top_k", "moe_ffn_hidden", "shared_experts", "moe_dense_layers", "etp", "capacity_factor", "head_dim", "moe_dispatcher",
-            "mtp_layers", "moe_a2a_overlap")
+            "mtp_layers", "moe_a2a_overlap", "moe_balance")
 AUTO_OK = {"micro_batch", "sequence_parallel", "distributed_optimizer", "overlap", "recompute"}
 # The independent check (issue 9): DGX Cloud benchmarking recipes (NeMo 24.09/24.11), MLPerf Training v3.1
 # GPT-3, the Llama 3 paper's Table 4, MT-NLG and BLOOM. Matched against source, basis, reported and notes.

@@ -16,6 +16,7 @@ from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
 from distscope.model import estimate
 from distscope.model.moe import deepep_bytes, ep_ranks_per_node, node_forwarded, node_hit_probability
+from distscope.model.routing import routed_load
 from distscope.plan import MoeDispatcher, Plan, Recompute
 from distscope.search.emit import megatron_args
 from distscope.search.megatron_check import check as check_megatron
@@ -65,7 +66,7 @@ def test_across_nodes_each_token_crosses_once_per_node_it_needs() -> None:
     assert node_forwarded(c, plan) and ep_ranks_per_node(c, plan) == 8
     e, T = 2, 4096
     cross, intra = deepep_bytes(spec, plan, T, e, 2)
-    token = T * spec.hidden * e
+    token = T * spec.hidden * e * routed_load(spec, plan, T)  # the busiest rank's share (model/routing.py)
     k = spec.moe.top_k
     assert intra == pytest.approx(token * k)
     # half of the 2 nodes' buffer leaves the node: P_hit copies per token, against k/2 from a direct all-to-all

@@ -29,8 +29,9 @@ from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
-from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s, routed_fraction
+from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s
 from distscope.model.result import Estimate, LayerTimes
+from distscope.model.routing import routed_load
 from distscope.model.schedules import StagePass, final_grad_passes, inflight_sets, pipeline_s, weight_versions
 from distscope.model.stages import StageLayers, chunk_sizes, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
@@ -292,7 +293,7 @@ def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     prec = plan.precision
     fp8_kw = ({"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)}
               if prec.low_precision else {})
-    fcap = routed_fraction(plan)
+    fcap = routed_load(spec, plan, b * s // plan.cp) if spec.moe is not None else 1.0
     etp, tp, cp = plan.expert_tp, plan.tp, plan.cp
     costs: dict[bool, LayerCost] = {
         moe: layer_cost(spec, moe, b, s, tp, cp, plan.sp, plan.attention, plan.recompute, prec, dev,

@@ -5,8 +5,8 @@ Shapes (T = b·s/cp tokens on this GPU; a_l = a/tp heads, g_l = max(g/tp, 1) kv 
   QKV   (T, (a_l + 2·g_l)·d, h)          out proj (T, h, a_l·d)
   FFN   fc1 (T, f_l·(2 if SwiGLU else 1), h), fc2 (T, h, f_l)
   MoE   router (T, E, h); routed experts as one grouped GEMM over M_e = T_d·k·c·(etp with SP) tokens of
-        width f_e/etp (T_d = T/tp with SP, else T; c = min(1, capacity factor): balanced routing drops
-        nothing below capacity); shared experts like FFN. Per-rank expert FLOPs are T·k·c·f_e/tp for
+        width f_e/etp (T_d = T/tp with SP, else T; c the busiest EP rank's share over the balanced one,
+        model/routing.py); shared experts like FFN. Per-rank expert FLOPs are T·k·c·f_e/tp for
         any etp with SP: etp only reshapes the GEMM (Megatron's expert tensor parallelism).
   core  QKᵀ 2·b·a_l·(s/cp)·s·d_qk and AV 2·b·a_l·(s/cp)·s·d_v FLOPs (full s² as in Megatron's FLOP
         formulas; fused causal attention skips the masked half)
@@ -73,8 +73,9 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
                attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
                etp: int = 0, routed_frac: float = 1.0, fp8_attention: bool = False,
                scaling: Scaling = Scaling.NONE, ep: int = 0) -> LayerCost:
-    """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the share of routed tokens
-    an expert processes (min(1, capacity factor); 1 = dropless). Under a low-precision recipe the linear
+    """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the routed tokens the busiest
+    expert-parallel rank processes over the balanced share (model/routing.routed_load: the routing
+    imbalance, capped by a capacity factor; below 1 tokens are dropped). Under a low-precision recipe the linear
     layers run FP8/FP4 GEMMs with Transformer Engine's quantization passes for `scaling` (model/fp8.py,
     resolved from the precision and the stack); attention stays in the activation dtype unless
     `fp8_attention`. `ep`: the expert-parallel degree; the routed experts' grouped GEMM runs as one GEMM
@@ -147,7 +148,11 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         nt = device.fp8_non_tn
         cast_fwd_s = eff.elementwise_s(device, fp8.input_cast_bytes(gemms, e, f, sc, nt), len(gemms))
         cast_bwd_s = eff.elementwise_s(device, fp8.grad_cast_bytes(gemms, e, f, sc, nt), len(gemms))
-    gemm_flops = sum(2.0 * M * N * K for M, N, K, _ in gemms) + sum(2.0 * M * N * K for M, N, K in router)
+    # FLOPs count the routed tokens an average rank processes (min(1, routed_frac)): the busiest rank's
+    # excess (routed_frac > 1, model/routing.py) costs it time, not useful work
+    useful = min(1.0, routed_frac) / routed_frac
+    gemm_flops = (sum(2.0 * M * N * K * (useful if i in routed_at else 1.0) for i, (M, N, K, _) in enumerate(gemms))
+                  + sum(2.0 * M * N * K for M, N, K in router))
 
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)
     dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
@@ -177,6 +182,7 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         # every second matmul of torchtitan's block and all element-wise work, not attention (op_sac.py)
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e, fe_e))
         recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) / rate + el_fwd_s
+        again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e * useful, fe_e))
         recompute_flops, other_rc = sum(2.0 * M * N * K for M, N, K in again), el_fwd_s
     elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
         recompute_s, recompute_flops, other_rc = attn_fwd_s, core_flops, attn_fwd_s

@@ -25,6 +25,7 @@ import dataclasses
 import functools
 
 from distscope.model import op_sac
+from distscope.model.routing import routed_load
 from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
 
@@ -71,8 +72,7 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
         M_e = fe_e = 0.0
         if moe_layer:
             assert spec.moe is not None
-            routed = min(1.0, plan.capacity_factor or 1.0)
-            M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed
+            M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed_load(spec, plan, T)
             fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
         return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
     gi = plan.precision.gemm_dtype.bytes  # bytes of a saved GEMM input
@@ -86,7 +86,7 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
         # routed experts see M_e permuted tokens of width f_e/etp on this rank (model/layer.py): with
         # sequence parallelism and etp < tp a rank dispatches only its T/tp tokens, so its experts hold
         # T·k·etp/tp of them, not T·k; shared experts are TP-sharded like a dense FFN
-        M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * min(1.0, plan.capacity_factor or 1.0)
+        M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed_load(spec, plan, T)
         fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
         ffn = M_e * (gi * h + fe_e * (e * up + gi))
         ffn += T * spec.moe.expert_ffn_hidden / tp * (e * up + gi) * spec.moe.shared_experts
@@ -116,7 +116,7 @@ def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int
     if moe_layer:
         assert spec.moe is not None
         moe = spec.moe
-        M_e = (T * plan.expert_tp / tp if plan.sp else T) * moe.top_k * min(1.0, plan.capacity_factor or 1.0)
+        M_e = (T * plan.expert_tp / tp if plan.sp else T) * moe.top_k * routed_load(spec, plan, T)
         routed = gi * M_e * (spec.hidden + moe.expert_ffn_hidden / plan.expert_tp)
         return lin + routed + gi * T * moe.shared_experts * moe.expert_ffn_hidden / tp
     return lin + gi * T * spec.ffn_hidden / tp

@@ -9,9 +9,10 @@ recomputed forward, backward):
 
     2 · A2A(T_d·k·c·h·e on the EP group) + [AG + RS](T_d·k·c·etp·h·e on the ETP group)
 
-with k the router's top-k, c = min(1, capacity factor) the routed share an expert keeps (balanced
-routing: a capacity factor >= 1 drops nothing; below 1 the overflow is dropped, GShard / Switch
-Transformer), h hidden, e the activation bytes.
+with k the router's top-k, c the routed share the busiest EP rank receives over the balanced share
+(model/routing.py: the routing policy's imbalance, capped by a capacity factor; below 1 the overflow
+is dropped, GShard / Switch Transformer), h hidden, e the activation bytes: the all-to-all waits for the
+rank that receives the most.
 
 With the node-forwarded dispatcher (plan.MoeDispatcher.DEEPEP: DeepSeek-V3 Technical Report sec.
 3.2.2, DeepEP's normal kernels) an EP group that spans N nodes sends each token over the network once
@@ -34,6 +35,7 @@ import math
 from distscope.comm import Collective, collective_s
 from distscope.comm.group import GroupNet, group_net
 from distscope.model.layer import LayerCost
+from distscope.model.routing import routed_load
 from distscope.plan import MoeDispatcher, Plan
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
@@ -42,12 +44,6 @@ from distscope.workload.spec import ModelSpec
 # computation overlaps them, so overlapped compute runs on 112/132 of the SMs: each second of hidden
 # communication costs 20/132 s of compute.
 A2A_OVERLAP_SM_FRACTION = 20.0 / 132.0
-
-
-def routed_fraction(plan: Plan) -> float:
-    """Share of routed tokens experts process: min(1, capacity factor); 1 when dropless."""
-    cf = plan.capacity_factor
-    return 1.0 if cf is None else min(1.0, cf)
 
 
 def dispatch_tokens(plan: Plan, tokens: float) -> float:
@@ -83,7 +79,7 @@ def deepep_bytes(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float, n
     """(cross-node, intra-node) all-to-all buffers per rank of one node-forwarded dispatch (module
     docstring): T_d·c·h·e·N·P_hit on the same-index ranks across nodes, T_d·k·c·h·e within the node."""
     assert spec.moe is not None
-    token = dispatch_tokens(plan, tokens) * routed_fraction(plan) * spec.hidden * act_bytes
+    token = dispatch_tokens(plan, tokens) * routed_load(spec, plan, tokens) * spec.hidden * act_bytes
     return token * nodes * node_hit_probability(spec.moe.experts, spec.moe.top_k, nodes), token * spec.moe.top_k
 
 
@@ -92,7 +88,7 @@ def moe_pass_comm_s(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float
     """Dispatch + combine of one MoE layer for one pass (module docstring); 0 without EP or ETP.
     `cluster` lays out the node-forwarded dispatcher's two groups (plan.MoeDispatcher.DEEPEP)."""
     assert spec.moe is not None
-    routed = dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_fraction(plan) * spec.hidden * act_bytes
+    routed = dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.hidden * act_bytes
     if node_forwarded(cluster, plan):
         local = ep_ranks_per_node(cluster, plan)
         cross, intra = deepep_bytes(spec, plan, tokens, act_bytes, plan.ep // local)

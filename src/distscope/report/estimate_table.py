@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from distscope.model.result import Estimate
+from distscope.model.routing import routed_load
 from distscope.plan import Plan
 from distscope.report.console import gib, secs
 from distscope.scenario import Scenario
@@ -16,7 +17,7 @@ from distscope.workload.params import total_params
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
     moe = {"etp": plan.expert_tp, "capacity_factor": plan.capacity_factor, "moe_a2a_overlap": plan.moe_a2a_overlap,
-           "moe_dispatcher": plan.moe_dispatcher.value} if plan.ep > 1 else {}
+           "moe_dispatcher": plan.moe_dispatcher.value, "moe_balance": plan.balance.value} if plan.ep > 1 else {}
     return {
         "dp": plan.dp, "tp": plan.tp, "pp": plan.pp, "vp": plan.vp, "cp": plan.cp, "ep": plan.ep,
         "sequence_parallel": plan.sp, "zero_stage": plan.zero_stage,
@@ -55,6 +56,10 @@ def estimate_tables(sc: Scenario, est: Estimate) -> list[Table]:
     head.add_row("memory per GPU", f"{gib(est.memory.total_bytes)} of {gib(est.capacity_bytes)} "
                  f"({gib(est.usable_bytes)} usable less {100 * sc.cluster.headroom_frac:.0f}% headroom"
                  f"{'' if sc.cluster.max_memory_bytes is None else ', capped by --max-memory'}) — {fits}")
+    if sc.spec.moe is not None and p.ep > 1:
+        load = routed_load(sc.spec, p, sc.shape.seq_len * p.micro_batch // p.cp)
+        head.add_row("MoE routing", f"{p.balance.value} balancing: the busiest of {p.ep} EP ranks gets {load:.3f}x "
+                     "the mean routed tokens (it sets each MoE layer's pace; model/routing.py)")
     if p.compression is not None:
         from distscope.search.compression import config_label
 

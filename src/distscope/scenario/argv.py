@@ -29,6 +29,7 @@ def plan_flags(plan: Plan, *, software: str | None = None) -> PlanFlags:
         reshard_after_forward=plan.reshard_after_forward if plan.zero_stage == 3 else None, etp=plan.etp, capacity_factor=plan.capacity_factor,
         moe_a2a_overlap=plan.moe_a2a_overlap,
         moe_dispatcher=plan.moe_dispatcher.value,
+        moe_balance=plan.moe_balance.value if plan.moe_balance is not None else None,
         compress=config_label(plan.compression) if plan.compressed else None,
         framework=plan.framework.value, software=software,
     )

@@ -18,6 +18,7 @@ from distscope.plan import (
     AttentionImpl,
     Dim,
     Framework,
+    MoeBalance,
     MoeDispatcher,
     Plan,
     Recompute,
@@ -234,6 +235,8 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, num_gpus
         stage_layers=split_for(spec, pp, vp, flags),
         etp=flags.etp, capacity_factor=flags.capacity_factor, moe_a2a_overlap=flags.moe_a2a_overlap,
         moe_dispatcher=parse_enum(MoeDispatcher, flags.moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
+        moe_balance=(None if flags.moe_balance is None
+                     else parse_enum(MoeBalance, flags.moe_balance, "--moe-balance")),  # type: ignore[arg-type]
         framework=fw, reshard_after_forward=reshard,
         compression=parse_compression_config(flags.compress) if flags.compress else None,
     )

@@ -105,6 +105,9 @@ class PlanFlags:
                                  "another micro-batch's compute (DeepSeek-V3 DualPipe style).")
     moe_dispatcher: str = flag("alltoall", "--moe-dispatcher", help="MoE token dispatcher: alltoall (direct all-to-all) "
                                "or deepep (node-forwarded: one network copy per destination node, then NVLink).")
+    moe_balance: str | None = flag(None, "--moe-balance", help="MoE router load balancing: forced (benchmark "
+                                   "switch, uniform random routing), aux-free (expert bias) or aux-loss; prices the "
+                                   "busiest expert-parallel rank (default: aux-free).")
     compress: str | None = flag(None, "--compress", help="Quantized communication per class, e.g. "
                                 "dp-grad=int4-hs,weights=int4-diff,tp=fp8 (default: none); for --model dlrm:..., the "
                                 "embedding all-to-all's error-bounded codec, emb=sz3:0.01 (measured entries), or "

@@ -40,7 +40,7 @@ def _schedules(value: str) -> tuple:
 
 
 @S.with_flags(S.WorkloadFlags, S.SystemFlags, S.PlanFlags, defaults=(S.PLANNER_WORKLOAD, S.PLANNER_SYSTEM),
-             only={S.PlanFlags: ("precision", "attention", "moe_dispatcher", "software", "sharding", "compress")})
+             only={S.PlanFlags: ("precision", "attention", "moe_dispatcher", "moe_balance", "software", "sharding", "compress")})
 def plan_cmd(
     workload: S.WorkloadFlags,
     system: S.SystemFlags,
@@ -78,7 +78,7 @@ def plan_cmd(
     With --software the attention kernel comes from the preset and --overlap is capped to what it hides."""
     from distscope.dtypes import Precision
     from distscope.errors import DistscopeError
-    from distscope.plan import AttentionImpl, Framework, MoeDispatcher, parse_enum
+    from distscope.plan import AttentionImpl, Framework, MoeBalance, MoeDispatcher, parse_enum
     from distscope.report.cli import check_report
     from distscope.report.console import out, print_json
     from distscope.search.compression import best_compressed, caveats, config_label
@@ -152,6 +152,8 @@ def plan_cmd(
         attention=None if plan.attention is None else parse_enum(AttentionImpl, plan.attention, "--attention"),  # type: ignore[arg-type]
         overlap=None if overlap is None else S.parse_overlap(overlap),
         moe_dispatcher=parse_enum(MoeDispatcher, plan.moe_dispatcher, "--moe-dispatcher"),  # type: ignore[arg-type]
+        moe_balance=(None if plan.moe_balance is None
+                     else parse_enum(MoeBalance, plan.moe_balance, "--moe-balance")),  # type: ignore[arg-type]
         limits=SearchSpace(tp=_degrees(tp, "--tp"), pp=_degrees(pp, "--pp"), cp=_degrees(cp, "--cp"),
                            ep=_degrees(ep, "--ep"), max_tp=max_tp, max_vp=max_vp, max_micro_batch=max_micro_batch,
                            schedules=_schedules(schedules)),

@@ -20,7 +20,7 @@ import shlex
 
 from distscope.dtypes import Precision
 from distscope.model.stages import chunk_sizes
-from distscope.plan import Dim, Framework, MoeDispatcher, Plan, Recompute, Schedule
+from distscope.plan import Dim, Framework, MoeBalance, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -41,6 +41,16 @@ def pipeline_layout(sizes: tuple[int, ...], mtp: int = 0) -> str:
 _MOE_DISPATCHER_ARGS: dict[MoeDispatcher, list[str]] = {
     MoeDispatcher.ALLTOALL: ["--moe-token-dispatcher-type", "alltoall"],
     MoeDispatcher.DEEPEP: ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"],
+}
+# the router's balancing (model/routing.py) as Megatron's arguments.py spells it: aux_loss at the
+# coefficient model/routing.py's measured skew was taken at (α = 1e-3); expert bias (aux-loss-free)
+# needs the sigmoid score function (transformer_config.py: "Expert bias for aux-loss-free routing only
+# supports sigmoid score function")
+_MOE_BALANCE_ARGS: dict[MoeBalance, list[str]] = {
+    MoeBalance.FORCED: ["--moe-router-force-load-balancing"],
+    MoeBalance.AUX_FREE: ["--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias",
+                          "--moe-router-load-balancing-type", "none"],
+    MoeBalance.AUX_LOSS: ["--moe-router-load-balancing-type", "aux_loss", "--moe-aux-loss-coeff", "1e-3"],
 }
 
 # validate_args: "Currently GroupedGEMM for MoE only supports bf16 dtype" (asserts --bf16; FP8/FP4 run with --bf16)
@@ -75,6 +85,8 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
             a += ["--moe-expert-capacity-factor", str(plan.capacity_factor)]
         if plan.moe_a2a_overlap:
             a.append("--overlap-moe-expert-parallel-comm")
+        if plan.moe_balance is not None:  # a plan that names no policy leaves the run's own
+            a += _MOE_BALANCE_ARGS[plan.moe_balance]
     if spec.mtp_layers:
         a += ["--mtp-num-layers", str(spec.mtp_layers)]
     sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
@@ -184,6 +196,8 @@ def torchtitan_recipe(plan: Plan, spec: ModelSpec, shape: TrainingShape, gpus_pe
     ]
     if spec.moe is not None:
         set_.append(("parallelism.expert_parallel_degree", plan.ep))
+        if plan.moe_balance is MoeBalance.FORCED:
+            set_.append(("debug.moe_force_load_balance", True))
     if plan.pp > 1:
         sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
         set_ += [("parallelism.pipeline_parallel_schedule", _TITAN_SCHEDULE[plan.schedule]),
@@ -221,6 +235,8 @@ def estimate_command(plan: Plan, *, model: str, cluster: str, gpus: int, shape: 
         a.append("--moe-a2a-overlap")
     if plan.moe_dispatcher is not MoeDispatcher.ALLTOALL:
         a += ["--moe-dispatcher", plan.moe_dispatcher.value]
+    if plan.moe_balance is not None:
+        a += ["--moe-balance", plan.moe_balance.value]
     if plan.stage_layers:
         a += ["--stage-layers", ",".join(str(n) for n in plan.stage_layers)]
     if plan.framework is not Framework.ANY:

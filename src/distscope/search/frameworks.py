@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from distscope.plan import Framework, MoeDispatcher, Plan, Recompute, Schedule
+from distscope.plan import Framework, MoeBalance, MoeDispatcher, Plan, Recompute, Schedule
 from distscope.search.space import SearchSpace, Sharding
 from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
@@ -84,9 +84,10 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
         if plan.pp > 1 and plan.schedule not in TORCHTITAN_SCHEDULES:
             out.append(f"torchtitan (torch.distributed.pipelining) has no {plan.schedule.value} schedule")
         if (plan.etp not in (None, plan.tp) or plan.capacity_factor is not None or plan.moe_a2a_overlap
-                or plan.moe_dispatcher is not MoeDispatcher.ALLTOALL):
+                or plan.moe_dispatcher is not MoeDispatcher.ALLTOALL
+                or plan.moe_balance not in (None, MoeBalance.FORCED)):
             out.append("distscope does not emit torchtitan's expert tensor parallelism, capacity factor, "
-                       "all-to-all overlap or DeepEP dispatcher")
+                       "all-to-all overlap, DeepEP dispatcher or router balancing (only the forced balance)")
         if plan.recompute is Recompute.SELECTIVE:
             out.append("torchtitan's selective AC is per-op (recompute=selective-op), not Megatron's core-attention "
                        "recompute")

@@ -89,7 +89,7 @@ def row_space(row: Row, published: Plan, *, framework: str = "", neighbourhood: 
     if "max_vp" in extra:
         extra["max_vp"] = max(int(extra["max_vp"]), row.vp or 1)  # type: ignore[call-overload]
     return SearchSpace(precision=row.precision, attention=row.attention, overlap=row.overlap_capable,
-                       moe_dispatcher=row.moe_dispatcher, **{**base, **extra})  # type: ignore[arg-type]
+                       moe_dispatcher=row.moe_dispatcher, moe_balance=row.moe_balance, **{**base, **extra})  # type: ignore[arg-type]
 
 
 def check_row(row: Row, *, framework: str = "", top_k: int = 3, neighbourhood: bool = False,

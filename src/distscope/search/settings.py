@@ -12,7 +12,7 @@ import dataclasses
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
-from distscope.plan import AttentionImpl, Dim, Framework, MoeDispatcher
+from distscope.plan import AttentionImpl, Dim, Framework, MoeBalance, MoeDispatcher
 from distscope.search.frameworks import TORCHTITAN_MODELS, restrict
 from distscope.search.space import SearchSpace
 from distscope.software.presets import DEFAULT, SoftwareProfile
@@ -33,7 +33,7 @@ def planner_framework(framework: Framework | None, software: SoftwareProfile | N
 def planner_space(*, spec: ModelSpec, device: Device, precision: Precision, software: SoftwareProfile | None,
                   framework: Framework | None = None, attention: AttentionImpl | None = None,
                   overlap: frozenset[Dim] | None = None, moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL,
-                  limits: SearchSpace | None = None) -> SearchSpace:
+                  moe_balance: MoeBalance | None = None, limits: SearchSpace | None = None) -> SearchSpace:
     """The space (module doc). `limits`: a space carrying the degree restrictions and maxima to keep."""
     device.check_precision(precision)
     sw = software or DEFAULT
@@ -41,7 +41,7 @@ def planner_space(*, spec: ModelSpec, device: Device, precision: Precision, soft
         limits or SearchSpace(), precision=precision, attention=attention or sw.attention,
         overlap=(sw.overlap if overlap is None else overlap) & sw.overlap if software is not None
         else (sw.overlap if overlap is None else overlap),
-        moe_dispatcher=moe_dispatcher, software=software)
+        moe_dispatcher=moe_dispatcher, moe_balance=moe_balance, software=software)
     fw = planner_framework(framework, software)
     if fw is Framework.TORCHTITAN and spec.name not in TORCHTITAN_MODELS:
         raise DistscopeError(f"--framework=torchtitan: torchtitan has no model definition for {spec.name}; "

@@ -31,7 +31,17 @@ from collections.abc import Iterator
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
 from distscope.model.stages import balanced_chunks
-from distscope.plan import SCHEDULE_TRAITS, AttentionImpl, Dim, Framework, MoeDispatcher, Plan, Recompute, Schedule
+from distscope.plan import (
+    SCHEDULE_TRAITS,
+    AttentionImpl,
+    Dim,
+    Framework,
+    MoeBalance,
+    MoeDispatcher,
+    Plan,
+    Recompute,
+    Schedule,
+)
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
@@ -80,6 +90,8 @@ class SearchSpace:
     framework: Framework = Framework.ANY
     # MoE token dispatcher of every plan (a software choice, like the attention kernel)
     moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
+    # the router's load balancing of every MoE plan (a training-recipe choice; None = the plan default)
+    moe_balance: MoeBalance | None = None
     # the software stack the plans run on (software/presets.py: FSDP engine, FP8 recipe, kernel stack),
     # passed to every estimate; None = a current stack (software.presets.DEFAULT)
     software: SoftwareProfile | None = None
@@ -235,6 +247,7 @@ def base_plan(space: SearchSpace, lay: Layout, sharding: tuple[int, bool], sp: b
         schedule=lay.schedule,
         precision=space.precision, overlap=space.overlap, attention=space.attention, stage_layers=lay.stage_layers,
         framework=space.framework, moe_dispatcher=space.moe_dispatcher if lay.ep > 1 else MoeDispatcher.ALLTOALL,
+        moe_balance=space.moe_balance if lay.ep > 1 else None,
         # torchtitan's default FSDP policy keeps parameters gathered across micro-batches under PP
         reshard_after_forward=not (space.framework is Framework.TORCHTITAN and zero == 3 and lay.pp > 1),
     )
@@ -270,6 +283,7 @@ def why_not_in_space(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, 
         (plan.schedule in space.schedules or plan.schedule is Schedule.GPIPE, f"schedule={plan.schedule.value}"),
         (plan.ep in ep_values(space, spec, plan.dp * plan.cp), f"ep={plan.ep}"),
         (plan.ep == 1 or plan.moe_dispatcher is space.moe_dispatcher, f"moe_dispatcher={plan.moe_dispatcher.value}"),
+        (plan.ep == 1 or plan.balance is (space.moe_balance or plan.balance), f"moe_balance={plan.balance.value}"),
         (plan.micro_batch <= space.max_micro_batch, f"micro_batch={plan.micro_batch}"),
         (plan.sp in space.sequence_parallel or plan.tp == 1, f"sequence_parallel={plan.sp}"),
         (space.selective_recompute or plan.recompute is not Recompute.SELECTIVE, "recompute=selective"),

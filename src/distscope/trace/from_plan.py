@@ -61,8 +61,8 @@ from distscope.model.moe import (
     node_forwarded,
     overlap_budget_s,
     overlapped_a2a_s,
-    routed_fraction,
 )
+from distscope.model.routing import routed_load
 from distscope.model.stages import chunk_sizes, stage_layers
 from distscope.plan import Dim, Placement, Plan, Recompute, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
@@ -114,7 +114,7 @@ def _dispatch(spec: ModelSpec, plan: Plan, cluster: Cluster, tokens: float, e: f
         return (CommOp(group=Group.EPX, kind=A2A, size_bytes=round(cross)),
                 CommOp(group=Group.EPL, kind=A2A, size_bytes=round(intra)))
     assert spec.moe is not None
-    routed = round(dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_fraction(plan) * spec.hidden * e)
+    routed = round(dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.hidden * e)
     return (CommOp(group=Group.EP, kind=A2A, size_bytes=routed),)
 
 
@@ -198,7 +198,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     rfrac = recompute_fraction(spec.layers, plan)
     split = plan.traits.split_backward and pp > 1
     placement = plan.traits.placement if pp > 1 else Placement.LOOP
-    fcap = routed_fraction(plan)
+    fcap = routed_load(spec, plan, T) if spec.moe is not None else 1.0
     a2a_overlap = plan.moe_a2a_overlap and m > 1
 
     costs, head = compute_costs(spec, b, s, plan, dev, sw)

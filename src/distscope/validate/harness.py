@@ -101,7 +101,7 @@ def candidate_plans(row: Row) -> Iterator[Plan]:
                     recompute_layers=rk, schedule=schedule, precision=row.precision, overlap=ov,
                     attention=row.attention, stage_layers=split, reshard_after_forward=row.reshard_after_forward,
                     etp=row.etp, capacity_factor=row.capacity_factor, moe_dispatcher=row.moe_dispatcher,
-                    moe_a2a_overlap=row.moe_a2a_overlap,
+                    moe_a2a_overlap=row.moe_a2a_overlap, moe_balance=row.moe_balance,
                 )
             except DistscopeError:
                 if row.vp is not None:

@@ -21,7 +21,8 @@ hidden/heads 64). MoE columns: `experts`, `top_k`, `moe_ffn_hidden` (default ffn
 dropless), `moe_dispatcher` (alltoall | deepep; blank = alltoall). `mtp_layers`: multi-token
 prediction depth (blank = the model's own, 0 for column-built models). `moe_a2a_overlap` 0/1: the EP
 all-to-all overlapped with another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm,
-1F1B A2A overlap; blank = 0). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
+1F1B A2A overlap; blank = 0). `moe_balance` (forced | aux-free | aux-loss: the router's load balancing,
+model/routing.py; blank = the plan default). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
 the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
 """
 
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
-from distscope.plan import AttentionImpl, Dim, MoeDispatcher, Recompute, Schedule
+from distscope.plan import AttentionImpl, Dim, MoeBalance, MoeDispatcher, Recompute, Schedule
 from distscope.software.presets import SoftwareProfile, from_framework, get_software
 from distscope.userfile import read_csv
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
@@ -80,6 +81,7 @@ class Row:
     capacity_factor: float | None = None
     moe_dispatcher: MoeDispatcher = MoeDispatcher.ALLTOALL
     moe_a2a_overlap: bool = False
+    moe_balance: MoeBalance | None = None
 
 
 class _Cells:
@@ -274,9 +276,15 @@ def parse_row(row: dict[str, str], line: int) -> Row:
             dispatcher = MoeDispatcher(c.raw("moe_dispatcher").lower())
         except ValueError:
             raise c.fail("moe_dispatcher", f"must be one of {', '.join(d.value for d in MoeDispatcher)}") from None
+    balance = None
+    if not c.blank("moe_balance"):
+        try:
+            balance = MoeBalance(c.raw("moe_balance").lower())
+        except ValueError:
+            raise c.fail("moe_balance", f"must be one of {', '.join(b.value for b in MoeBalance)}") from None
     spec = _spec(c)
     if spec.moe is None:
-        for col in ("etp", "capacity_factor", "moe_dispatcher", "moe_a2a_overlap"):
+        for col in ("etp", "capacity_factor", "moe_dispatcher", "moe_a2a_overlap", "moe_balance"):
             if not c.blank(col):
                 raise c.fail(col, "needs a MoE model (experts > 1)")
     a2a_overlap = False if c.blank("moe_a2a_overlap") else c.flag("moe_a2a_overlap")
@@ -295,7 +303,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         measured_step_time_s=c.float("measured_step_time_s"),
         first_stage_layers=c.opt_int("first_stage_layers", lo=0), last_stage_layers=c.opt_int("last_stage_layers", lo=0),
         reshard_after_forward=reshard, schedule=_schedule(c), etp=c.opt_int("etp"), capacity_factor=capacity,
-        moe_dispatcher=dispatcher, moe_a2a_overlap=a2a_overlap,
+        moe_dispatcher=dispatcher, moe_a2a_overlap=a2a_overlap, moe_balance=balance,
     )
 
 
