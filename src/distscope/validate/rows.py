@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import enum
 from pathlib import Path
+from typing import TypeVar
 
 from distscope.dtypes import Precision
 from distscope.errors import DistscopeError
@@ -38,6 +40,8 @@ from distscope.plan import AttentionImpl, Dim, MoeBalance, MoeDispatcher, Recomp
 from distscope.software.presets import SoftwareProfile, from_framework, get_software
 from distscope.userfile import read_csv
 from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
+
+E = TypeVar("E", bound=enum.Enum)
 
 REQUIRED = (
     "run_id", "arch", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_act", "vocab", "seq_len",
@@ -124,6 +128,15 @@ class _Cells:
     def opt_int(self, col: str, lo: builtins.int = 1) -> builtins.int | None:
         return None if self.blank(col) else self.int(col, lo)
 
+    def choice(self, col: str, kind: type[E]) -> E | None:
+        """An enum cell: None when blank, else one of `kind`'s values (case-insensitive)."""
+        if self.blank(col):
+            return None
+        try:
+            return kind(self.raw(col).lower())
+        except ValueError:
+            raise self.fail(col, "must be one of " + ", ".join(x.value for x in kind)) from None
+
     def flag(self, col: str) -> bool | None:
         if self.auto(col):
             return None
@@ -202,15 +215,6 @@ def _catalog_spec(c: _Cells) -> ModelSpec:
     return spec
 
 
-def _schedule(c: _Cells) -> Schedule | None:
-    if c.blank("schedule"):
-        return None
-    try:
-        return Schedule(c.raw("schedule").lower())
-    except ValueError:
-        raise c.fail("schedule", "must be one of " + ", ".join(x.value for x in Schedule)) from None
-
-
 def parse_row(row: dict[str, str], line: int) -> Row:
     rid = (row.get("run_id") or "").strip() or f"line{line}"
     c = _Cells(row, rid)
@@ -270,18 +274,8 @@ def parse_row(row: dict[str, str], line: int) -> Row:
     capacity = None
     if not c.blank("capacity_factor"):
         capacity = c.float("capacity_factor")
-    dispatcher = MoeDispatcher.ALLTOALL
-    if not c.blank("moe_dispatcher"):
-        try:
-            dispatcher = MoeDispatcher(c.raw("moe_dispatcher").lower())
-        except ValueError:
-            raise c.fail("moe_dispatcher", f"must be one of {', '.join(d.value for d in MoeDispatcher)}") from None
-    balance = None
-    if not c.blank("moe_balance"):
-        try:
-            balance = MoeBalance(c.raw("moe_balance").lower())
-        except ValueError:
-            raise c.fail("moe_balance", f"must be one of {', '.join(b.value for b in MoeBalance)}") from None
+    dispatcher = c.choice("moe_dispatcher", MoeDispatcher) or MoeDispatcher.ALLTOALL
+    balance = c.choice("moe_balance", MoeBalance)
     spec = _spec(c)
     if spec.moe is None:
         for col in ("etp", "capacity_factor", "moe_dispatcher", "moe_a2a_overlap", "moe_balance"):
@@ -302,7 +296,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
         inter_node_GBps_per_gpu=c.float("inter_node_GBps_per_gpu"),
         measured_step_time_s=c.float("measured_step_time_s"),
         first_stage_layers=c.opt_int("first_stage_layers", lo=0), last_stage_layers=c.opt_int("last_stage_layers", lo=0),
-        reshard_after_forward=reshard, schedule=_schedule(c), etp=c.opt_int("etp"), capacity_factor=capacity,
+        reshard_after_forward=reshard, schedule=c.choice("schedule", Schedule), etp=c.opt_int("etp"), capacity_factor=capacity,
         moe_dispatcher=dispatcher, moe_a2a_overlap=a2a_overlap, moe_balance=balance,
     )
 
