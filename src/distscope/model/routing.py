@@ -8,7 +8,7 @@ by the EP group) deviates from the mean 1/n by
     D_r = (mean over its g experts of δ_i) + (sampling noise of N finite tokens)
 
   - δ_i, the routing policy's own skew: expert i's expected load over the mean, less one, with spread
-    c over the experts (the policy's load coefficient of variation, EXPERT_LOAD_CV). Experts are
+    c over the experts (the policy's load coefficient of variation, from MAX_VIO). Experts are
     placed on ranks without regard to their load, so the mean of g of them has variance
     c²/g · (E − g)/(E − 1) (sampling without replacement: the deviations sum to zero).
   - sampling: each token puts Hypergeometric(E, g, k) of its k distinct experts on rank r, so over N
@@ -25,7 +25,7 @@ every expert is cut to f, the routed share model/moe.py always priced).
 The same formula read per expert (g = 1, n = E, no sampling) gives a published statistic, MaxVio
 (Wang et al. 2024, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts", arXiv
 2408.15664: max_i load_i / mean − 1), as MaxVio = c · z(E) / sqrt(1 − 1/E); expert_load_cv inverts it,
-so c comes from the measured MaxVio of each balancing policy (EXPERT_LOAD_CV), not from a fit.
+so c comes from the measured MaxVio of each balancing policy (MAX_VIO), not from a fit.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ MAX_VIO: dict[MoeBalance, tuple[float, int]] = {
 }
 
 
-def _normal_max_mean(n: int) -> float:
+@functools.lru_cache(maxsize=256)
+def normal_max_mean(n: int) -> float:
     """z(n) = E[max of n iid standard normals] = ∫ x · n φ(x) Φ(x)^(n−1) dx (trapezoid on [−9, 9])."""
     if n <= 1:
         return 0.0
@@ -64,9 +65,6 @@ def _normal_max_mean(n: int) -> float:
         w = 0.5 if i in (0, steps) else 1.0
         total += w * x * n * phi * cdf ** (n - 1)
     return total * h
-
-
-normal_max_mean = functools.lru_cache(maxsize=256)(_normal_max_mean)
 
 
 def _zero_sum_max(n: int) -> float:
