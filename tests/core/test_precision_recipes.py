@@ -106,7 +106,8 @@ def test_narrower_gemms_are_faster_and_extra_passes_cost_time() -> None:
 def test_block_scaled_gemms_run_at_the_measured_share_of_per_tensor_ones() -> None:
     """On Hopper the block scales are applied outside the tensor cores: the linear GEMMs of a blockwise
     layer take 1/0.889 of the per-tensor layer's (data/kernels/fp8_scaling.csv), and the casts differ by
-    the recipe's traffic only. Blackwell has no row: MXFP8 keeps the per-tensor rate there."""
+    the recipe's traffic only. Blackwell's MXFP8 runs at the B300's measured share (0.951, TE's GEMM
+    profiling guide), which the B200 borrows with a warning; NVFP4 needs no share (its fp4 rows are NVFP4)."""
     from distscope.model.kernel_data import missing_scaling, scaled_gemm_factor
     from distscope.model.layer import layer_cost
     from distscope.plan import AttentionImpl, Recompute
@@ -121,8 +122,21 @@ def test_block_scaled_gemms_run_at_the_measured_share_of_per_tensor_ones() -> No
     assert ratio == pytest.approx(1 / 0.889, rel=0.02)  # the router-free dense layer: every GEMM is a linear
     assert scaled_gemm_factor("h800", Scaling.BLOCKWISE) == scaled_gemm_factor("h100-sxm5-80gb", Scaling.BLOCKWISE)
     assert scaled_gemm_factor("h100-sxm5-80gb", Scaling.CURRENT) == 1.0
-    assert gemm_s("b200-sxm-180gb", Precision.MXFP8) == pytest.approx(gemm_s("b200-sxm-180gb", Precision.FP8_CURRENT))
-    assert missing_scaling("b200-sxm-180gb", Scaling.MX) is not None
+    ratio = gemm_s("b200-sxm-180gb", Precision.MXFP8) / gemm_s("b200-sxm-180gb", Precision.FP8_CURRENT)
+    assert ratio == pytest.approx(1 / 0.951, rel=0.02)
+    assert "using the b300 measurement" in (missing_scaling("b200-sxm-180gb", Scaling.MX) or "")
+    assert missing_scaling("b300-sxm-288gb", Scaling.MX) is None
+    assert missing_scaling("b200-sxm-180gb", Scaling.NVFP4) is None
+    assert missing_scaling("mi355x", Scaling.MX) is not None  # CDNA4: no published rate, none borrowed
+    # NVFP4 is priced from fp4 rows of its own (gemm.csv), not from the bf16 ceiling's share of the fp4 peak:
+    # B200 cuBLAS NVFP4 5.50 PF (torchao PR #2427), GB200 at B200's share of its own peak, GB300 at B300's
+    from distscope.dtypes import DType
+    from distscope.model.kernel_data import gemm_ceiling, missing_tables
+    assert gemm_ceiling("b200-sxm-180gb", DType.FP4) * 9000 == pytest.approx(5500.0)
+    assert gemm_ceiling("gb200", DType.FP4) == gemm_ceiling("b200-sxm-180gb", DType.FP4)
+    assert gemm_ceiling("gb300", DType.FP4) == gemm_ceiling("b300-sxm-288gb", DType.FP4)
+    assert gemm_ceiling("b300-sxm-288gb", DType.FP4) < gemm_ceiling("b300-sxm-288gb", DType.BF16)
+    assert "using the b200 fp4 ceiling" in " ".join(missing_tables("gb200", [DType.FP4]))
     assert missing_scaling("h200-sxm-141gb", Scaling.BLOCKWISE) is None
 
 

@@ -7,7 +7,9 @@ tensor-core rate); a dtype without rows falls back to the family's bf16 ceiling,
 rows to DEFAULT_CEILING.
 
 Block-scaled FP8: a block-scaled recipe's GEMM throughput over the per-tensor one on the device family
-(fp8_scaling.csv); 1 for per-tensor recipes and for a family without a row (named in missing_tables).
+(fp8_scaling.csv); 1 for per-tensor recipes and for a family without a row (named in missing_scaling).
+Blackwell parts without a row of their own take the B300's (SCALING_ARCH: the same block-scaled MMA
+generation), named in a warning. NVFP4 has no per-tensor twin: the fp4 rows of gemm.csv are NVFP4 kernels.
 
 Fused attention: achieved fraction of the dtype's dense peak per (kernel, causal, head dim,
 sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at the measured range
@@ -37,6 +39,11 @@ from distscope.system.device import get_device
 DEFAULT_CEILING = 0.70  # a family/dtype without published GEMM data: a typical vendor-library figure
 REFERENCE_FAMILY = "h100"  # the family whose attention curves are measured in full
 ATTENTION_DIE = {"b200": "gb200"}  # same Blackwell GPU die (DGX B200 at 1000 W, GB200 at 1200 W)
+# a dtype one of the two has no GEMM rows for takes the other's share of peak (GB200's fp4: B200's)
+SAME_DIE = ATTENTION_DIE | {v: k for k, v in ATTENTION_DIE.items()}
+# block-scaled over per-tensor GEMM rates: one Blackwell tensor-core generation (sm_100 / sm_103 run the
+# same block-scaled MMA); the only same-shape comparison published is Transformer Engine's on a B300
+SCALING_ARCH = {"b200": "b300", "gb200": "b300", "gb300": "b300"}
 FAMILY_ALIAS = {"h800": "h100", "h200": "h100"}  # same SMs and clocks (H200/H800 differ in memory/links only)
 # no published measurement: the nearest measured part, named in a warning (missing_tables)
 FALLBACK_FAMILY = {"gb300": "b300", "mi355x": "mi300x", "mi325x": "mi300x"}
@@ -84,11 +91,12 @@ def gemm_ceiling(device_name: str, dtype: DType) -> float:
 
 def _gemm_keys(device_name: str, dtype: DType) -> list[tuple[str, DType]]:
     """Where a ceiling is looked up, best first: the family's own dtype, its same-silicon alias, the
-    family's bf16 ceiling (a dtype without rows), then the fallback part's."""
+    same die's other part, the family's bf16 ceiling (a dtype without rows), then the fallback part's."""
     own = _own_families(device_name)
     fam = own[0]
     dt: DType = DType.BF16 if dtype is DType.FP16 else dtype
-    keys = [(f, dt) for f in own] + [(f, DType.BF16) for f in own]
+    die = [(SAME_DIE[fam], dt)] if fam in SAME_DIE else []
+    keys = [(f, dt) for f in own] + die + [(f, DType.BF16) for f in own]
     if fam in FALLBACK_FAMILY:
         keys += [(FALLBACK_FAMILY[fam], dt), (FALLBACK_FAMILY[fam], DType.BF16)]
     return keys
@@ -116,9 +124,11 @@ def _scaling_factors() -> dict[tuple[str, Scaling], float]:
     return {(family(r["device"]), Scaling(r["scaling"])): float(r["over_per_tensor"]) for r in _rows("fp8_scaling.csv")}
 
 
-def _scaling_row(device_name: str, scaling: Scaling) -> float | None:
+def _scaling_row(device_name: str, scaling: Scaling) -> tuple[float, str] | None:
+    """The measured rate and the family it was measured on: the device's own, else SCALING_ARCH's."""
     table = _scaling_factors()
-    return next((table[(f, scaling)] for f in _own_families(device_name) if (f, scaling) in table), None)
+    fams = [*_own_families(device_name), SCALING_ARCH.get(family(device_name), "")]
+    return next(((table[(f, scaling)], f) for f in fams if (f, scaling) in table), None)
 
 
 def scaled_gemm_factor(device_name: str, scaling: Scaling) -> float:
@@ -126,15 +136,21 @@ def scaled_gemm_factor(device_name: str, scaling: Scaling) -> float:
     if not scaling.block_scaled:
         return 1.0
     found = _scaling_row(device_name, scaling)
-    return 1.0 if found is None else found
+    return 1.0 if found is None else found[0]
 
 
 def missing_scaling(device_name: str, scaling: Scaling) -> str | None:
-    """One sentence when a block-scaled recipe on the device has no measured GEMM rate (fp8_scaling.csv)."""
-    if not scaling.block_scaled or _scaling_row(device_name, scaling) is not None:
+    """One sentence when a block-scaled recipe on the device has no measured GEMM rate of its own
+    (fp8_scaling.csv). NVFP4 never does: its rate is the fp4 GEMM ceiling (missing_tables names a gap)."""
+    if not scaling.block_scaled or scaling is Scaling.NVFP4:
         return None
-    return (f"no measured {scaling.value}-scaled GEMM rate for {device_name} in data/kernels/fp8_scaling.csv; "
-            "priced at its per-tensor rate")
+    found = _scaling_row(device_name, scaling)
+    if found is not None and found[1] in _own_families(device_name):
+        return None
+    head = f"no measured {scaling.value}-scaled GEMM rate for {device_name} in data/kernels/fp8_scaling.csv; "
+    if found is None:
+        return head + "priced at its per-tensor rate"
+    return head + f"using the {found[1]} measurement ({found[0]:.3f} of the per-tensor rate)"
 
 
 Curve = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]  # head_dim -> (seqs, efficiencies)
