@@ -47,9 +47,14 @@ def _module_checks(workload: S.WorkloadFlags, plan: S.PlanFlags, other: bool) ->
 
 
 def _dp(plan: S.PlanFlags, cluster: Cluster) -> int:
-    """--dp, every GPU by default, or one line when it is not 1..--gpus."""
+    """--dp (every GPU by default; with --pp the GPUs over the stages), or one line when it does not fit."""
     from distscope.errors import DistscopeError
 
+    if plan.pp > 1:
+        if cluster.num_gpus % plan.pp or (plan.dp is not None and plan.dp * plan.pp != cluster.num_gpus):
+            raise DistscopeError(f"--pp={plan.pp} x --dp={plan.dp} must be --gpus={cluster.num_gpus}: every GPU "
+                                 "holds one stage of one replica")
+        return cluster.num_gpus // plan.pp
     dp = cluster.num_gpus if plan.dp is None else plan.dp
     if dp < 1 or dp > cluster.num_gpus:
         raise DistscopeError(f"--dp={dp} must be in 1..{cluster.num_gpus} (--gpus)")
@@ -94,20 +99,14 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
     recompute = _recompute(plan)
+    dp = _dp(plan, cluster)
+    graph = _traced(workload, inputs, cluster.device.name, inference=False)
     if plan.pp > 1:
-        from distscope.errors import DistscopeError
         from distscope.model.module_pipeline import estimate_module_pipeline
 
-        if cluster.num_gpus % plan.pp or (plan.dp is not None and plan.dp * plan.pp != cluster.num_gpus):
-            raise DistscopeError(f"--pp={plan.pp} x --dp={plan.dp} must be --gpus={cluster.num_gpus}: every GPU "
-                                 "holds one stage of one replica")
-        dp = cluster.num_gpus // plan.pp
-        graph = _traced(workload, inputs, cluster.device.name, inference=False)
         est = estimate_module_pipeline(graph, cluster, pp=plan.pp, zero=plan.zero or 0,
                                        global_batch=workload.global_batch, recompute=recompute)
     else:
-        dp = _dp(plan, cluster)
-        graph = _traced(workload, inputs, cluster.device.name, inference=False)
         est = estimate_module(graph, cluster, dp=dp, zero=plan.zero or 0, global_batch=workload.global_batch,
                               recompute=recompute)
     name = graph.name
@@ -128,25 +127,20 @@ def estimate_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: 
 
 
 def module_step(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[StepSpec, dict[str, Any]]:
-    """`trace generate --model torch:...`: the StepSpec of the module's data-parallel step
-    (trace/from_module.py) and its plan fields, from the same flags and checks as its estimate."""
+    """`trace generate --model torch:...`: the StepSpec of the module's step, data parallel and with --pp
+    pipelined (trace/from_module.py), and its plan fields, from the same flags and checks as its estimate."""
     from distscope.model.module_estimate import micro_batch_count
     from distscope.trace.from_module import module_step_spec
     from distscope.workload.module_graph import parse_inputs
 
     _module_checks(workload, plan, False)
-    if plan.pp > 1:
-        from distscope.errors import DistscopeError
-
-        raise DistscopeError(f"--pp={plan.pp}: a torch module's pipeline split is estimated and planned; trace "
-                             "generate writes its data-parallel step only")
     inputs = parse_inputs(workload.input)
     cluster = S.build_cluster(system)
     dp, zero, recompute = _dp(plan, cluster), plan.zero or 0, _recompute(plan)
     m = micro_batch_count(inputs[0].shape[0], dp=dp, zero=zero, global_batch=workload.global_batch)  # before tracing
     graph = _traced(workload, inputs, cluster.device.name, inference=False)
-    return (module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m, recompute=recompute),
-            {"dp": dp, "zero": zero, "micro_batches": m, "recompute": "full" if recompute else "none"})
+    return (module_step_spec(graph, cluster, dp=dp, zero=zero, micro_batches=m, recompute=recompute, pp=plan.pp),
+            {"dp": dp, "zero": zero, "micro_batches": m, "recompute": "full" if recompute else "none", "pp": plan.pp})
 
 
 def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,

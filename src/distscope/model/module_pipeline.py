@@ -4,11 +4,13 @@ stage data parallel over dp = GPUs / pp (DDP or FSDP, as model/module_estimate.p
 - **Split.** The children in forward order (module_estimate.child_costs; the root's own ops form a
   layer where they first run) cut into pp contiguous stages minimising the slowest stage's forward +
   backward time per micro-batch (search/partition.min_max_partition: PipeDream's dynamic program).
-- **Schedule** (1F1B, no interleaving, as schedules.py prices it with vp = 1): with per-stage times
-  t_k = fwd_k + bwd_k per micro-batch and m micro-batches, the pipeline takes m·max_k t_k + Σ_k t_k −
-  max_k t_k; every boundary's activation (the input bytes of the first child of the next stage) and
-  its gradient cross once per micro-batch, exposed on the fill and drain path only:
-  Σ_boundaries 2 · t_send(bytes) on the stage-to-stage link (ranks dp apart).
+- **Schedule** (1F1B, no interleaving): the longest path of the schedule's dependency graph with each
+  stage's own forward and backward per micro-batch (schedules.longest_path_s). Its children rarely cut
+  into equal stages with equal forward/backward ratios, where the closed form m·max_k t_k + Σ_k t_k −
+  max_k t_k is several % off the graph. Every boundary's activation (the input bytes of the first
+  child of the next stage) and its gradient cross once per micro-batch on the stage-to-stage link
+  (ranks dp apart), each hop priced at its own boundary's send: in a balanced pipeline the hops lie on
+  the steady-state cycle, not only on the fill and drain.
 - **Data parallel** per stage over its own parameters, with module_estimate's overlap rules against
   the stage's last backward (DDP) or each micro-batch's passes (FSDP); the slowest stage's exposure
   and optimizer set the step's.
@@ -32,6 +34,8 @@ from distscope.model.module_estimate import (
     optimizer_s,
     recompute_activation_bytes,
 )
+from distscope.model.schedules import StagePass, longest_path_s
+from distscope.plan import Schedule
 from distscope.search.partition import min_max_partition
 from distscope.system.topology import Cluster
 from distscope.workload.module_graph import ModuleGraph
@@ -50,7 +54,7 @@ def stage_split(children: tuple[ChildCost, ...], pp: int) -> tuple[tuple[ChildCo
     return tuple(out)
 
 
-def _stage_bytes(graph: ModuleGraph, stage: tuple[ChildCost, ...], recompute: bool, first: bool) -> tuple[float, float]:
+def stage_bytes(graph: ModuleGraph, stage: tuple[ChildCost, ...], recompute: bool, first: bool) -> tuple[float, float]:
     """(parameters, activation bytes per micro-batch) of a stage; the root's parameters go to the first."""
     names = {c.name for c in stage}
     params, saved = dict(graph.child_params), dict(graph.child_saved)
@@ -59,6 +63,13 @@ def _stage_bytes(graph: ModuleGraph, stage: tuple[ChildCost, ...], recompute: bo
         n += graph.params - sum(params.values())
     act = recompute_activation_bytes(graph, names) if recompute else sum(saved.get(m, 0.0) for m in names)
     return float(n), act
+
+
+def boundary_bytes(graph: ModuleGraph, stages: tuple[tuple[ChildCost, ...], ...]) -> tuple[float, ...]:
+    """The activation bytes one micro-batch sends across each stage boundary: the input of the next
+    stage's first named child (its gradient comes back the same size)."""
+    inputs = dict(graph.child_inputs)
+    return tuple(inputs.get(next((c.name for c in s if c.name), ""), 0.0) for s in stages[1:])
 
 
 def estimate_module_pipeline(graph: ModuleGraph, cluster: Cluster, *, pp: int, zero: int, global_batch: int,
@@ -73,23 +84,19 @@ def estimate_module_pipeline(graph: ModuleGraph, cluster: Cluster, *, pp: int, z
     stages = stage_split(child_costs(graph, dev, recompute), pp)
     fwd = [sum(c.fwd_s for c in s) for s in stages]
     bwd = [sum(c.bwd_s for c in s) for s in stages]
-    t = [f + b for f, b in zip(fwd, bwd, strict=True)]
-    t_max = max(t)
-    pipe = m * t_max + sum(t) - t_max
-    inputs = dict(graph.child_inputs)
+    passes = [StagePass(f_s=f, b_s=b, w_s=0.0) for f, b in zip(fwd, bwd, strict=True)]
     link = group_net(cluster, pp, dp) if pp > 1 else None
-    p2p = 0.0
-    for s in stages[1:]:
-        head = next((c.name for c in s if c.name), "")
-        if link is not None:
-            p2p += 2 * collective_s(Collective.SEND_RECV, inputs.get(head, 0.0), link)
+    hops = [collective_s(Collective.SEND_RECV, n, link) for n in boundary_bytes(graph, stages)] if link else []
+    pipe = longest_path_s(Schedule.ONE_F_ONE_B, passes, m, 0.0)
+    p2p = longest_path_s(Schedule.ONE_F_ONE_B, passes, m, 0.0, hops) - pipe
+    t_max = max(p.total_s for p in passes)
     b = graph.dtype.bytes
     g = group_net(cluster, dp, 1)
     dp_exposed, opt, mem_max = 0.0, 0.0, 0.0
     memory: dict[str, float] = {}
     shard = dp if zero == 3 else 1
     for k, s in enumerate(stages):
-        params, act = _stage_bytes(graph, s, recompute, k == 0)
+        params, act = stage_bytes(graph, s, recompute, k == 0)
         if dp > 1 and zero == 0:
             t_ar = collective_s(Collective.ALL_REDUCE, params * b, g)
             exposed = max(t_ar * min(1.0, DDP_BUCKET_PARAMS / max(params, 1.0)), t_ar - bwd[k])

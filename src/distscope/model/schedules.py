@@ -184,12 +184,16 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[tuple[int, int, tup
     return tuple(nodes)
 
 
-def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float) -> float:
+def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float,
+                   hops: Sequence[float] = ()) -> float:
     """Makespan of the schedule's dependency graph (_pass_graph) with each rank's own F, B, W (ZB-V:
     the StagePass holds both chunks, each pass is half of it) and C per transfer between ranks: the
     longest path the closed forms above state for uniform ranks. Ranks are rarely uniform (the
     embedding on the first, the LM head on the last; DualPipe's and ZB-V's end ranks hold both), and
-    there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph."""
+    there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph. `hops` (one per
+    boundary between adjacent ranks, 1F1B-like placements only) replaces C where boundaries differ."""
+    if hops and (len(hops) != len(stages) - 1 or SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP):
+        raise ValueError(f"hops: {len(hops)} boundary costs for {len(stages)} ranks of {schedule.value}")
     k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
     cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
     tail = [k * s.tail_s for s in stages]
@@ -199,7 +203,7 @@ def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s:
     for i, (r, kind, inputs) in enumerate(graph):
         t = rank_t[r]
         for d, cross in inputs:
-            e = end[d] + c_s if cross else end[d]
+            e = end[d] + ((hops[min(r, graph[d][0])] if hops else c_s) if cross else 0.0)
             if e > t:
                 t = e
         t += cost[r][kind]

@@ -174,6 +174,9 @@ class StepSpec:
     # which rank holds it follows the schedule's placement (interleaved: v mod pp).
     stages: tuple[tuple[LayerCost, ...], ...] = field(default_factory=tuple)
     pp_bytes: int = 0  # activation (and gradient) bytes crossing a stage boundary per micro-batch
+    # per boundary instead (model chunk v to v+1: pp*vp - 1 entries), where the stages differ (a torch
+    # module split over its children); empty = pp_bytes at every boundary
+    boundary_bytes: tuple[int, ...] = ()
     pp_overlap: bool = True  # sends off the critical chain (else the sender waits for its send)
     dp_overlap: bool = True  # per-layer grad_comm after the layer's last backward (else after all)
     optimizer_s: float = 0.0
@@ -202,6 +205,9 @@ class StepSpec:
             raise DistscopeError(f"StepSpec: ep_node={self.ep_node} must divide ep ({self.degrees})")
         if self.extras and len(self.extras) != self.pp:
             raise DistscopeError(f"StepSpec: {len(self.extras)} stage extras, need pp={self.pp} ({self.degrees})")
+        if self.boundary_bytes and len(self.boundary_bytes) != self.pp * self.vp - 1:
+            raise DistscopeError(f"StepSpec: {len(self.boundary_bytes)} boundary sizes, need pp*vp-1="
+                                 f"{self.pp * self.vp - 1} ({self.degrees})")
 
     @property
     def degrees(self) -> str:
@@ -222,6 +228,10 @@ class StepSpec:
     @property
     def placement(self) -> Placement:
         return SCHEDULE_TRAITS[self.schedule].placement if self.pp > 1 else Placement.LOOP
+
+    def crossing_bytes(self, v: int) -> int:
+        """Bytes one micro-batch sends between model chunks v and v + 1 (either direction)."""
+        return self.boundary_bytes[v] if self.boundary_bytes else self.pp_bytes
 
     def position(self, stage: int, chunk: int) -> int:
         """Model chunk (index into `stages`) that `stage` runs as its local chunk `chunk`."""
@@ -480,7 +490,8 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
     def recv(step: Step) -> None:
         v = spec.position(s, step.chunk)
         src_v = v - 1 if step.forward else v + 1
-        if 0 <= src_v < nvirt and spec.pp > 1 and spec.pp_bytes and (step.forward, step.micro, src_v) in ran:
+        if 0 <= src_v < nvirt and spec.pp > 1 and spec.crossing_bytes(min(v, src_v)) and (
+                step.forward, step.micro, src_v) in ran:
             src_s, _ = spec.holder(src_v, step.chunk)
             if src_s == s:  # ZB-V's turn: the next chunk is on this rank, and the order already follows it
                 return
@@ -490,13 +501,13 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
                 kind=NodeKind.COMM_RECV,
                 comm_src=spec.rank(t, c, d, src_s),
                 comm_tag=_tag(step.forward, min(v, src_v), step.micro, spec, ids),
-                tensor_size_bytes=spec.pp_bytes,
+                tensor_size_bytes=spec.crossing_bytes(min(v, src_v)),
             )
 
     def send(step: Step) -> None:
         v = spec.position(s, step.chunk)
         dst_v = v + 1 if step.forward else v - 1
-        if 0 <= dst_v < nvirt and spec.pp > 1 and spec.pp_bytes and g.chain is not None and (
+        if 0 <= dst_v < nvirt and spec.pp > 1 and spec.crossing_bytes(min(v, dst_v)) and g.chain is not None and (
                 step.forward, step.micro, dst_v) in ran:
             dst_s, _ = spec.holder(dst_v, step.chunk)
             if dst_s == s:
@@ -507,7 +518,7 @@ def rank_graph(spec: StepSpec, rank: int, orders: tuple[list[list[Step]], frozen
                 kind=NodeKind.COMM_SEND,
                 comm_dst=spec.rank(t, c, d, dst_s),
                 comm_tag=_tag(step.forward, min(v, dst_v), step.micro, spec, ids),
-                tensor_size_bytes=spec.pp_bytes,
+                tensor_size_bytes=spec.crossing_bytes(min(v, dst_v)),
             )
             if spec.pp_overlap:
                 g.add((g.chain,), **kw)

@@ -37,6 +37,7 @@ import dataclasses
 import enum
 import importlib
 import importlib.util
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -259,10 +260,13 @@ def _fused_sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float 
     return out[0]
 
 
-def _top_child(parents: set[str]) -> str:
-    """The top-level child among ModuleTracker's parents ('Global', 'Root', 'Root.block', ...): 'block'."""
-    names = [p.split(".", 2)[1] for p in parents if p.count(".") >= 1]
-    return min(names, key=len) if names else ""
+def _top_child(parents: set[str], entered: dict[str, int]) -> str:
+    """The top-level child among ModuleTracker's parents ('Global', 'Root', 'Root.block', ...): 'block'.
+    In the backward the tracker can hold several (a child whose inputs need no gradient is never left,
+    torch.utils.module_tracker), so the child of the most recently entered parent is the running one;
+    `entered` numbers the parents in the order they appeared (a set's order would make it random)."""
+    names = [(entered.get(p, 0), p.split(".", 2)[1]) for p in parents if p.count(".") >= 1]
+    return max(names)[1] if names else ""
 
 
 def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name: str, *,
@@ -303,6 +307,18 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                     return out
             return func(*args, **kwargs)
 
+    entered: dict[str, int] = {}  # parent -> when it (last) appeared in tracker.parents
+    last: list[set[str]] = [set()]
+    tick = itertools.count(1)
+
+    def where_now() -> str:
+        parents = tracker.parents
+        if parents != last[0]:
+            for p in sorted(parents - last[0]):
+                entered[p] = next(tick)
+            last[0] = set(parents)
+        return _top_child(parents, entered)
+
     class _Record(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -313,7 +329,7 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                 return out
             nbytes = _nbytes(args) + _nbytes(out)
             flops = float(flop_registry[packet](*args, **kwargs, out_val=out)) if packet in flop_registry else 0.0
-            where = _top_child(tracker.parents)
+            where = where_now()
             if op in _GEMMS:
                 ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
@@ -339,7 +355,7 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             return t  # a weight (or a view of one) autograd keeps: already counted as the weights
         n = _nbytes(t)
         saved[0] += n
-        where = _top_child(tracker.parents)
+        where = where_now()
         saved_by[where] = saved_by.get(where, 0.0) + n
         return t
 
