@@ -120,11 +120,15 @@ def test_other_verbs_and_missing_files_are_refused_in_one_line(capsys, tmp_path:
     code, out = _run(capsys, "--model", f"torch:{tmp_path}/none.py:f", "--input", "x:1x3:bf16")
     assert code != 0 and "does not exist" in out
     try:
-        main(["explore", "--model", "torch:x.py:f", "--gpus", "8"])
+        main(["explore", "--model", "torch:x.py:f", "--gpus", "8"])  # explore takes modules: it needs the input
     except SystemExit as exc:
         assert exc.code != 0
     err = capsys.readouterr().err
-    assert "distscope estimate" in err and "distscope trace generate" in err and len(err.strip().splitlines()) == 1
+    assert "needs --input" in err and len(err.strip().splitlines()) == 1
+    from distscope.workload.catalog import get_model
+
+    with pytest.raises(DistscopeError, match=r"priced by `distscope estimate`.*swept by `distscope explore`"):
+        get_model("torch:x.py:f")  # the verbs that take transformers only (serve, report, ...) say where to go
     try:
         main(["trace", "generate", "--out", str(tmp_path / "t"), "--model", "torch:x.py:f"])  # it needs the input
     except SystemExit as exc:

@@ -23,6 +23,7 @@ def explore_cmd(
     precision: Annotated[str | None, typer.Option("--precision", help="fp16, bf16 or fp8 (default bf16).")] = None,
     compression: Annotated[bool | None, typer.Option("--compression/--no-compression", help="Search quantized communication as a plan dimension (default on).")] = None,
     software: Annotated[str | None, typer.Option("--software", help=S.help_of(S.PlanFlags, "software"))] = None,
+    input: Annotated[str | None, typer.Option("--input", help="With --model torch:FILE.py:FACTORY (or torchvision:NAME, timm:NAME): its input, name:shape:dtype (the leading dim is replaced by each micro-batch searched); global batch and --train-tokens then count samples.")] = None,
     train_tokens: Annotated[float | None, typer.Option("--train-tokens", help="Tokens to train, for time/cost/energy (default 1e12).")] = None,
     price: Annotated[float | None, typer.Option("--price", help="Price per GPU-hour of the preset's GPU (default 1: cost reads in GPU-hours).")] = None,
     tdp: Annotated[float | None, typer.Option("--tdp", help="GPU power in W for the energy objective (default: the device's datasheet TDP).")] = None,
@@ -60,7 +61,8 @@ def explore_cmd(
                 seq=seq if seq is not None else b.seq)
     plan = PlanSettings(precision=Precision.parse(precision, "--precision") if precision is not None else sw.plan.precision,
                         compression=compression if compression is not None else sw.plan.compression,
-                        software=software if software is not None else sw.plan.software)
+                        software=software if software is not None else sw.plan.software,
+                        input=input if input is not None else sw.plan.input)
     o = sw.objectives
     objectives = Objectives(
         train_tokens=train_tokens if train_tokens is not None else o.train_tokens,

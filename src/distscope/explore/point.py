@@ -32,17 +32,25 @@ class PlanSettings:
     precision: Precision = Precision.BF16
     compression: bool = True  # search quantized communication as a plan dimension, as `distscope plan`
     software: str | None = None  # a software preset (software/presets.py), as `distscope plan --software`
+    # a torch module's input spec (`plan --input`; its leading dim is replaced by each micro-batch searched)
+    input: str | None = None
 
     def __post_init__(self) -> None:
         if self.software is not None:
             from distscope.software.presets import get_software
 
             object.__setattr__(self, "software", get_software(self.software).name)  # bad names fail here
+        if self.input is not None:
+            from distscope.workload.module_graph import parse_inputs
+
+            object.__setattr__(self, "input", ",".join(x.text for x in parse_inputs(self.input)))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"precision": self.precision.value, "compression": self.compression}
         if self.software is not None:  # absent when unset: journals of earlier sweeps keep their keys
             out["software"] = self.software
+        if self.input is not None:
+            out["input"] = self.input
         return out
 
 
@@ -104,8 +112,53 @@ def _failed(status: str, reason: str, evaluated: int = 0) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _module_graph(model: str, inputs: str, micro_batch: int) -> Any:
+    """A torch module traced at one micro-batch (device-independent: every point of a worker shares it)."""
+    from distscope.workload.module_graph import at_batch, load_factory, parse_inputs, trace_module
+
+    factory, name = load_factory(model)
+    return trace_module(factory, at_batch(parse_inputs(inputs), micro_batch), name)
+
+
+def _run_module_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
+    """A torch module's best data-parallel / pipelined plan (search/module_plan.py), in RESULT_FIELDS; its
+    throughput in samples (a sample is a token of the objectives: one row of the input's leading dim)."""
+    from distscope.search.module_plan import plan_module
+
+    if settings.input is None:
+        raise DistscopeError(f"model={p.model}: a torch module needs --input (e.g. x:8x3x224x224:bf16)")
+    inputs = settings.input
+    c = _cluster(p.cluster, p.gpus, p.hw)
+    plans = plan_module(lambda mb: _module_graph(p.model, inputs, mb), c, global_batch=p.global_batch)
+    evaluated = len(plans.ranked) + len(plans.infeasible)
+    if not plans.ranked:
+        need = min((sum(x.estimate.memory_bytes.values()) for x in plans.infeasible), default=0.0) / 2**30
+        return _failed(INFEASIBLE, f"no plan fits in {c.memory_capacity_bytes / 2**30:.1f} GiB per GPU (the smallest "
+                                   f"needs {need:.1f} GiB; {evaluated} plans)", evaluated)
+    best = plans.ranked[0]
+    est = best.estimate
+    return {
+        "status": OK, "reason": "", "step_time_s": est.step_time_s, "tokens_per_s": est.samples_per_s,
+        "mfu": est.mfu, "memory_GiB": sum(est.memory_bytes.values()) / 2**30,
+        "dp": p.gpus // best.pp, "tp": 1, "pp": best.pp, "vp": 1, "cp": 1, "ep": 1, "sequence_parallel": False,
+        "zero_stage": best.zero, "distributed_optimizer": False, "micro_batch": best.micro_batch,
+        "recompute": "full" if best.recompute else "none", "recompute_layers": 0, "schedule": "1f1b",
+        "stage_layers": "", "compression": "none", "plans_evaluated": evaluated,
+    }
+
+
 def run_point(p: Point, settings: PlanSettings) -> dict[str, Any]:
     """The best plan for one point (RESULT_FIELDS), or its failure and one-line reason."""
+    from distscope.workload.module_graph import is_module_ref
+
+    if is_module_ref(p.model):
+        try:
+            return _run_module_point(p, settings)
+        except DistscopeError as exc:
+            return _failed(ERROR, str(exc))
+        except Exception as exc:  # a bug in distscope: recorded, the sweep goes on
+            return _failed(ERROR, f"internal error: {type(exc).__name__}: {exc}")
     from distscope.search.compression import best_compressed, config_label
     from distscope.search.planner import search
     from distscope.search.settings import planner_space

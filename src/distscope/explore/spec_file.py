@@ -9,6 +9,7 @@ file and the field.
     precision: bf16              # planner settings
     compression: true
     software: torchtitan-2025    # optional software preset (`distscope plan --software`)
+    input: x:8x3x224x224:bf16    # a torch module's input (model: torch:FILE.py:FACTORY; no seq)
     train_tokens: 1.0e12         # objectives
     tdp_W: 700                   # default: the device's datasheet TDP
     budget: 5.0e6                # cost cap: the fastest point within it is reported
@@ -36,7 +37,7 @@ from distscope.explore.point import PlanSettings
 from distscope.explore.sweep import Base, Sweep
 from distscope.userfile import read_text
 
-FIELDS = ("model", "cluster", "gpus", "global_batch", "seq", "precision", "compression", "software", "train_tokens",
+FIELDS = ("model", "cluster", "gpus", "global_batch", "seq", "precision", "compression", "software", "input", "train_tokens",
           "tdp_W", "budget", "price", "axes")
 
 
@@ -114,7 +115,8 @@ def sweep_from_dict(d: Any, where: str) -> Sweep:
     software = d.get("software")
     try:
         plan = PlanSettings(precision=Precision.parse(str(d.get("precision", "bf16")), f"{where}: precision"),
-                            compression=compression, software=str(software) if software is not None else None)
+                            compression=compression, software=str(software) if software is not None else None,
+                            input=str(d["input"]) if d.get("input") is not None else None)
     except DistscopeError as exc:
         raise DistscopeError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
     try:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from distscope.explore.point import OK
 from distscope.report.console import err, out
+from distscope.workload.module_graph import is_module_ref
 
 MAX_ROWS = 20
 
@@ -40,9 +41,11 @@ def print_summary(res: Any, *, out_path: str | None, plot: str | None, price_giv
         err.print(f"  {n} × {reason}", markup=False, soft_wrap=True)
     axes = list(res.sweep["axes"])
     cost = "cost" if price_given else "GPU-hours"
-    t = Table(title=f"Pareto front: time vs {cost} to train {res.sweep['objectives']['train_tokens']:.3g} tokens"
+    modules = {is_module_ref(str(r["model"])) for r in rows}
+    unit = "samples" if modules == {True} else "tokens (samples for torch modules)" if True in modules else "tokens"
+    t = Table(title=f"Pareto front: time vs {cost} to train {res.sweep['objectives']['train_tokens']:.3g} {unit}"
                     f" ({len(res.doc['pareto']['time_cost'])} of {status.get(OK, 0)} feasible points)")
-    for c in ("#", *axes, "gpus" if "gpus" not in axes else None, "best plan", "step s", "tokens/s", "days",
+    for c in ("#", *axes, "gpus" if "gpus" not in axes else None, "best plan", "step s", f"{unit.split()[0]}/s", "days",
               cost, "MWh"):
         if c is not None:
             t.add_column(c, justify="left" if c == "best plan" else "right")

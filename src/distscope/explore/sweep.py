@@ -17,6 +17,7 @@ from distscope.explore.objectives import Objectives
 from distscope.explore.point import PlanSettings, Point, model_spec
 from distscope.scenario import PLANNER_SYSTEM, PLANNER_WORKLOAD, default_seq
 from distscope.system.presets import get_cluster
+from distscope.workload.module_graph import is_module_ref, load_factory
 
 MAX_POINTS = 1_000_000
 
@@ -74,9 +75,17 @@ class Sweep:
         return (base[axis],) if axis in base else ()
 
     def check_names(self) -> None:
-        """Load every model and preset once: a bad name fails the sweep before any planning."""
+        """Load every model and preset once: a bad name fails the sweep before any planning. A torch
+        module needs the sweep's --input and takes no sequence (its input spec shapes it)."""
         for m in self.values(Axis.MODEL):
-            model_spec(str(m))
+            if is_module_ref(str(m)):
+                if self.plan.input is None:
+                    raise DistscopeError(f"model={m}: a torch module needs --input (e.g. x:8x3x224x224:bf16)")
+                if self.base.seq is not None or self.values(Axis.SEQ):
+                    raise DistscopeError(f"model={m}: a torch module is shaped by --input, not by seq")
+                load_factory(str(m))
+            else:
+                model_spec(str(m))
         for c in self.values(Axis.CLUSTER):
             get_cluster(str(c), 1)
 
@@ -91,7 +100,7 @@ class Sweep:
             out.append(Point(
                 model=model, cluster=str(v.get(Axis.CLUSTER, self.base.cluster)),
                 gpus=int(v.get(Axis.GPUS, self.base.gpus)), global_batch=int(v.get(Axis.GLOBAL_BATCH, self.base.global_batch)),
-                seq=int(seq) if seq is not None else default_seq(model_spec(model)),
+                seq=0 if is_module_ref(model) else int(seq) if seq is not None else default_seq(model_spec(model)),
                 hw=tuple((a, v[a]) for a in Axis if a.hardware and a in v),  # type: ignore[misc]
             ))
         return out

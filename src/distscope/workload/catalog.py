@@ -43,8 +43,8 @@ def get_model(name: str) -> ModelSpec:
     """A catalog model by key, or a Hugging Face config.json path."""
     if name.startswith(("torch:", "torchvision:", "timm:")):
         raise DistscopeError(f"--model {name}: a torch module is priced by `distscope estimate`, planned by "
-                             "`distscope plan` and traced by `distscope trace generate` (with --input); the other verbs "
-                             "take transformer models (catalog keys or config.json)")
+                             "`distscope plan`, swept by `distscope explore` and traced by `distscope trace generate` "
+                             "(with --input); the other verbs take transformer models (catalog keys or config.json)")
     if is_dlrm_ref(name):
         raise DistscopeError(f"--model {name}: a recommendation model is priced by `distscope estimate` and sharded "
                              "by `distscope plan`; the other verbs take transformer models")
