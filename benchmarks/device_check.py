@@ -189,20 +189,28 @@ def mla(probe: dict[str, Any], h: Host) -> dict[str, Any]:
 
 
 def conv(probe: dict[str, Any], h: Host) -> dict[str, Any]:
-    """ResNet-50's convolutions as module_estimate prices them (the GEMM curve at the implicit-GEMM dims
+    """ResNet-50's convolutions as module_estimate prices them (efficiency.conv_time_s: the implicit GEMM
     N·H_out·W_out, C_out, C_in·k², at σ = 1; backward twice the forward) against cuDNN, by kernel size."""
     dev, dt = get_device(h.device), DType.BF16
-    ceiling = kernel_data.gemm_ceiling(dev.name, dt)
     out: dict[str, Any] = {}
     for label, pick in (("1x1", lambda r: r["kernel"] == 1), ("3x3", lambda r: r["kernel"] == 3),
-                        ("stem 7x7", lambda r: r["kernel"] == 7)):
+                        ("stem_7x7", lambda r: r["kernel"] == 7)):
         errs = []
         for r in filter(pick, probe["conv"]["rows"]):
-            t = eff.gemm_time_s(r["batch"] * r["h_out"] ** 2, r["c_out"], r["c_in"] * r["kernel"] ** 2, dt.bytes,
-                                dev.flops(dt), dev.hbm_Bps, ceiling)
-            errs += [_pct(t, r["fwd_s"]), _pct(2 * t, r["bwd_s"])]
+            f, b = conv_pair_s(r, dev, dt)
+            errs += [_pct(f, r["fwd_s"]), _pct(b, r["bwd_s"])]
         out[label] = _stats(errs)
     return out
+
+
+def conv_pair_s(r: dict[str, Any], dev: Any, dt: DType) -> tuple[float, float]:
+    """(forward, backward) of one measured convolution row as efficiency.conv_time_s prices it at σ = 1."""
+    m, n, k, taps = r["batch"] * r["h_out"] ** 2, r["c_out"], r["c_in"] * r["kernel"] ** 2, r["kernel"] ** 2
+    nbytes = dt.bytes * (r["batch"] * r["h_in"] ** 2 * r["c_in"] + m * n + k * n)
+    kw = dict(groups=1, peak_flops=dev.flops(dt), cuda_core_flops=dev.flops(DType.FP32), hbm_Bps=dev.hbm_Bps,
+              eta_max=kernel_data.gemm_ceiling(dev.name, dt))
+    fwd = eff.conv_time_s(m, n, k, taps, 2.0 * m * n * k, nbytes, **kw)
+    return fwd, eff.conv_time_s(m, n, k, taps, 4.0 * m * n * k, 2 * nbytes, **kw)
 
 
 def embedding(probe: dict[str, Any], h: Host) -> dict[str, Any]:

@@ -22,9 +22,10 @@ def test_every_row_is_predicted(results) -> None:  # type: ignore[no-untyped-def
 
 
 def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore[no-untyped-def]
-    """AMP (fp16, NHWC): measured 8.4% mean, 18.8% max (the 8-GPU ResNet-50 run scales 6.72x, which the
-    GPU-side model does not explain). TF32 rows are 35-38% too fast and are not held to a tolerance: there
-    is no TF32 kernel data (the bf16 ceiling stands in, with a warning) and those runs use NCHW."""
+    """AMP (fp16, NHWC): measured 10.9% mean, 16.5% max (ResNeXt's grouped convolutions are priced too slow,
+    +11/+17%; the 8-GPU ResNet-50 run scales 6.72x, which the GPU-side model does not explain). TF32 rows
+    are 31-35% too fast and are not held to a tolerance: there is no TF32 kernel data (the bf16 ceiling
+    stands in, with a warning) and those runs use NCHW."""
     amp = [abs(r.error_pct) for r in results if "-AMP-" in r.run_id]
     assert len(amp) == 4
     assert sum(amp) / len(amp) <= 12.0

@@ -194,19 +194,24 @@ def test_mla_attention_shapes_on_the_cudnn_curve() -> None:
     assert statistics.fmean(abs(e) for e in errs) < 0.18
 
 
-def test_pointwise_convolutions_on_the_gemm_curve() -> None:
-    """ResNet-50's 1x1 convolutions (batch 128, bf16, channels-last) on the H100, priced as module_estimate
-    does (the GEMM curve at N·H_out·W_out, C_out, C_in; backward twice the forward), against cuDNN: 13.7%
-    mean |error| over 15 layers' forward and backward. Not held here: the 3x3 layers, which the curve makes
-    78% too slow (it saturates on C_out while cuDNN reaches 380-690 TFLOP/s), and the 7x7 stem (C_in 3),
-    76% too fast."""
+def test_convolutions_on_the_implicit_gemm_model() -> None:
+    """ResNet-50's convolutions (batch 128, bf16, channels-last) on the H100, priced as module_estimate
+    does (efficiency.conv_time_s at σ = 1; backward twice the forward) against cuDNN. 1x1: 15.2% mean
+    |error| over 15 layers' forward and backward; 3x3: 17.1% over 7, where the GEMM curve (saturating on
+    C_out) made them 78% too slow; the 3-channel stem on the CUDA cores' rate: forward -31%, backward -49%
+    (it was -76% on the tensor-core curve)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from device_check import conv_pair_s
+
     probe = json.loads((H100_DATA / "probe.json").read_text())
     dev, dt = get_device(H100), DType.BF16
-    errs = []
-    for r in probe["conv"]["rows"]:
-        if r["kernel"] == 1:
-            t = eff.gemm_time_s(r["batch"] * r["h_out"] ** 2, r["c_out"], r["c_in"], dt.bytes, dev.flops(dt), dev.hbm_Bps,
-                                kernel_data.gemm_ceiling(H100, dt))
-            errs += [t / r["fwd_s"] - 1, 2 * t / r["bwd_s"] - 1]
-    assert len(errs) == 30
-    assert statistics.fmean(abs(e) for e in errs) < 0.18
+    for kernel, n, bound in ((1, 30, 0.20), (3, 14, 0.20)):
+        errs = []
+        for r in probe["conv"]["rows"]:
+            if r["kernel"] == kernel:
+                f, b = conv_pair_s(r, dev, dt)
+                errs += [f / r["fwd_s"] - 1, b / r["bwd_s"] - 1]
+        assert len(errs) == n
+        assert statistics.fmean(abs(e) for e in errs) < bound, kernel
+    stem = next(r for r in probe["conv"]["rows"] if r["kernel"] == 7)
+    assert conv_pair_s(stem, dev, dt)[0] / stem["fwd_s"] - 1 == pytest.approx(-0.31, abs=0.1)

@@ -112,6 +112,45 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
     return max(t_flops, t_mem) + KERNEL_S
 
 
+# Input channels per group below which a convolution cannot feed a tensor-core MMA, whose reduction
+# slice is 8 (TF32) to 16 (FP16/BF16) elements: cuDNN runs it on the CUDA cores (NVIDIA Deep Learning
+# Performance Guide, "Channels In and Out": multiples of 8 for Tensor Cores). On an H100 ResNet-50's
+# 3-channel 7x7 stem ran at 33 TFLOP/s forward (probe.json "conv"), half the CUDA cores' 67 TFLOP/s.
+# Grouped convolutions (ResNeXt's 4 channels per group) have cuDNN kernels of their own: not applied.
+TENSOR_CORE_MIN_CHANNELS = 8
+
+
+def conv_time_s(M: float, N: float, K: float, taps: float, flops: float, nbytes: float, *, groups: int,
+                peak_flops: float, cuda_core_flops: float, hbm_Bps: float, eta_max: float) -> float:
+    """One convolution as cuDNN runs it, an implicit GEMM of (M, N, K) = (N·H_out·W_out, C_out,
+    C_in/groups·k_h·k_w) that never materialises its im2col matrix: each input pixel a tile loads
+    serves all k_h·k_w `taps` of the filter, so the tile's arithmetic intensity saturates at
+    m = min(N·taps, K) instead of a GEMM's min(N, K); the HBM floor is the tensors it moves (`nbytes`:
+    input, weights, output), not im2col's M·K. `flops` as recorded (a backward computing both gradients
+    is twice the forward's 2MNK). An ungrouped convolution of fewer than TENSOR_CORE_MIN_CHANNELS input
+    channels runs at the CUDA cores' `cuda_core_flops`. Component check: ResNet-50's convolutions on an
+    H100 (data/device/nvidia-h100-2026-11-26 probe.json "conv", cuDNN, bf16, batch 128), where the
+    GEMM form made the 3x3 layers 78% too slow (tests/measure/test_device_data.py)."""
+    if groups == 1 and K / taps < TENSOR_CORE_MIN_CHANNELS:
+        peak_flops = cuda_core_flops
+    m = min(N * taps, K)
+    eta = eta_max * m / (m + GEMM_KAPPA * peak_flops / hbm_Bps)
+    return max(flops / (peak_flops * eta), nbytes / (hbm_Bps * MEM_ETA)) + KERNEL_S
+
+
+def conv_s(device: Device, dtype: DType, M: float, N: float, K: float, taps: float, flops: float,
+           nbytes: float, groups: int = 1) -> float:
+    """conv_time_s on `device` at σ · its GEMM ceiling; a measured GEMM table (--profile) keeps the GEMM
+    form (the table's rate at the implicit-GEMM dims)."""
+    kp = device.kernels
+    if kp is not None and kp.has_gemm(dtype):
+        return gemm_s(device, dtype, M, N, K) * flops / (2.0 * M * N * K)
+    return conv_time_s(M, N, K, taps, flops, nbytes, groups=groups, peak_flops=device.flops(dtype),
+                       cuda_core_flops=dict(device.peak_flops).get(DType.FP32, 0.0) or device.flops(dtype),
+                       hbm_Bps=device.hbm_Bps,
+                       eta_max=gemm_eta_max(device.name, dtype))
+
+
 def mem_time_s(nbytes: float, hbm_Bps: float) -> float:
     return nbytes / (hbm_Bps * MEM_ETA)
 

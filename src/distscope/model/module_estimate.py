@@ -4,14 +4,15 @@ model's structure and are refused for such modules.
 
 Per op of one micro-batch on one GPU (efficiency.py's device model):
 - GEMM: gemm_s at its (M, N, K);
-- convolution: cuDNN's implicit GEMM, priced on the GEMM curve at (N·H_out·W_out, C_out,
-  C_in/groups·k_h·k_w), times its FLOPs over 2MNK (a backward computing both gradients costs twice);
-  no published convolution-efficiency table is used yet, so depthwise and small-channel layers are
-  as fast here as a GEMM of their shape;
+- convolution: cuDNN's implicit GEMM at (N·H_out·W_out, C_out, C_in/groups·k_h·k_w), saturating at
+  min(C_out·k_h·k_w, K) because each loaded input pixel serves every filter tap, with the HBM floor of
+  the tensors it moves (efficiency.conv_s; checked on an H100's cuDNN convolutions of ResNet-50); a
+  3-channel stem runs far below this on a real GPU (cuDNN: 24-33 TFLOP/s), not modelled;
 - fused attention: FlashAttention-2's time for its shape (efficiency.flash_attention_s: the device's measured
   table or the published FA2 curve for its head dim and sequence), forward or backward by phase; an
   attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
-- any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each.
+- any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each; a
+  batch or group norm's bytes include the second read of its input its two-pass kernels make (REREADS).
 Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
 run ahead across the pass: max(GPU, host)).
 
@@ -69,19 +70,28 @@ class ModuleEstimate:
                 "capacity_bytes": self.capacity_bytes, "feasible": self.feasible}
 
 
+# Batch and group norm read their activation twice: PyTorch's CUDA kernels first reduce the statistics,
+# then normalise (batch_norm_collect_statistics + batch_norm_elemt; group norm's RowwiseMoments then its
+# elementwise kernel), and the backward reduces over (dy, x) before a second pass writes dx
+# (batch_norm_backward_reduce + batch_norm_backward_elemt; group norm's ComputeInternalGradients then its
+# dx kernel). The traced op records each tensor once; these are the extra reads, in units of its first
+# argument (x forward, dy backward; x is as large). Layer norm keeps a row in registers: one pass forward.
+REREADS = {"native_batch_norm": 1, "cudnn_batch_norm": 1, "_native_batch_norm_legit": 1, "native_group_norm": 1,
+           "native_batch_norm_backward": 2, "cudnn_batch_norm_backward": 2, "native_group_norm_backward": 2}
+
+
 def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     """One op's GPU time (module docstring)."""
     dt = graph.dtype
     if op.kind is OpKind.GEMM and op.gemm is not None:
         return eff.gemm_s(device, dt, *op.gemm)
     if op.kind is OpKind.CONV and op.gemm is not None:
-        m, n, k = op.gemm
-        return eff.gemm_s(device, dt, m, n, k) * op.flops / (2.0 * m * n * k) if op.flops else 0.0
+        return eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups) if op.flops else 0.0
     if op.kind is OpKind.ATTENTION and op.attn is not None:
         return attention_s(op.attn, op.phase, device, dt)
     if op.kind is OpKind.ATTENTION:
         return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
-    return eff.elementwise_s(device, op.bytes, 1)
+    return eff.elementwise_s(device, op.bytes + REREADS.get(op.name, 0) * op.in_bytes, 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -89,6 +89,8 @@ class Op:
     attn: AttnShape | None = None  # fused attention only
     exchange_bytes: float = 0.0  # convolution: its input's padding rows (one side); group norm: its statistics
     in_bytes: float = 0.0  # its first tensor argument (convolution and group norm: the activation it reads)
+    taps: float = 1.0  # convolution: the filter's spatial taps (k_h·k_w) sharing each input pixel
+    groups: int = 1  # convolution: its channel groups
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -215,14 +217,16 @@ def _gemm_dims(op: str, args: tuple[Any, ...]) -> tuple[float, float, float]:
     return float(a.shape[0] * a.shape[1]), float(b.shape[2]), float(a.shape[2])
 
 
-def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[float, float, float]:
-    """Implicit-GEMM dims of the forward convolution the op belongs to."""
+def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, float, float], float, int]:
+    """Implicit-GEMM dims of the forward convolution the op belongs to, its filter's spatial taps and
+    its channel groups."""
     if op == "convolution":
-        w, y = args[1], out
+        x, w, y = args[0], args[1], out
     else:  # convolution_backward(grad_output, input, weight, ...)
-        y, w = args[0], args[2]
+        y, x, w = args[0], args[1], args[2]
     n_out = math.prod(y.shape[2:]) * y.shape[0]
-    return float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:]))
+    dims = (float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:])))
+    return dims, float(math.prod(w.shape[2:])), max(1, int(x.shape[1]) // max(1, int(w.shape[1])))
 
 
 def _attn_shape(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AttnShape | None:
@@ -333,7 +337,8 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             if op in _GEMMS:
                 ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
-                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, _conv_dims(op, args, out), where,
+                dims, taps, groups = _conv_dims(op, args, out)
+                ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, dims, where, taps=taps, groups=groups,
                               exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0])))
             elif flops > 0:
                 ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where,
