@@ -80,6 +80,29 @@ def fp8_pairs(path: Path) -> dict[str, Any]:
             "per_pair": pairs}
 
 
+def mx_pairs(path: Path) -> dict[str, Any]:
+    """MXFP8 rows against their FP8-current-scaling (or BF16) twins of the same layout (E9, Blackwell): the
+    step-time ratio mxfp8 / other, measured vs predicted. Out of sample for the MXFP8 GEMM rate, which
+    is TransformerEngine's B300 kernel measurement (model/data/kernels/fp8_scaling.csv)."""
+    rows = {r.run_id: r for r in validate_file(path)}
+    pairs = {}
+    for rid, mx in rows.items():
+        if not rid.endswith("-mxfp8"):
+            continue
+        for suffix in ("-fp8cs", "-bf16"):
+            o = rows.get(rid[:-6] + suffix)
+            if o and mx.predicted_step_time_s and o.predicted_step_time_s:
+                pairs[rid[:-6] + f" mxfp8/{suffix[1:]}"] = {
+                    "measured": round(mx.measured_step_time_s / o.measured_step_time_s, 3),
+                    "predicted": round(mx.predicted_step_time_s / o.predicted_step_time_s, 3)}
+    cs = [v for k, v in pairs.items() if k.endswith("fp8cs")]
+    diffs = [100 * abs(v["predicted"] / v["measured"] - 1) for v in pairs.values()]
+    return {"pairs": len(pairs), "fp8cs_pairs": len(cs), "fp8cs_measured_min": min(v["measured"] for v in cs),
+            "fp8cs_measured_max": max(v["measured"] for v in cs), "fp8cs_predicted_min": min(v["predicted"] for v in cs),
+            "fp8cs_predicted_max": max(v["predicted"] for v in cs), "max_rel_diff_pct": round(max(diffs), 1),
+            "per_pair": pairs}
+
+
 def memory(path: Path) -> dict[str, Any]:
     checks = check_file(path)
     errs = [abs(c.error_pct) for c in checks]
@@ -131,6 +154,7 @@ def main() -> None:
         "evidence_in_sample": step_time(EVIDENCE),
         "fp8_pairs": fp8_pairs(EVIDENCE),
         "routing_pair": routing_pair(EVIDENCE),
+        "mx_pairs": mx_pairs(EVIDENCE),
         "memory": memory(REPO / "data/evidence/memory_runs.csv"),
     })
 

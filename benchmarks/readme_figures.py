@@ -56,6 +56,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "measured {accuracy:fp8_pairs.measured_min:.2f}-{accuracy:fp8_pairs.measured_max:.2f}x, predicted "
      "{accuracy:fp8_pairs.predicted_min:.2f}-{accuracy:fp8_pairs.predicted_max:.2f}x over {accuracy:fp8_pairs.pairs} "
      "pairs (mean abs difference {accuracy:fp8_pairs.mean_abs_diff:.2f})", "`python benchmarks/accuracy.py`"),
+    ("MXFP8 against FP8 current scaling (and BF16) on B200 / GB200 / GB300, evidence pairs that differ only in "
+     "precision (E9); the MXFP8 GEMM rate is TE's B300 kernel measurement, not fitted to them",
+     "step-time ratio mxfp8 / fp8-cs measured {accuracy:mx_pairs.fp8cs_measured_min:.3f}-"
+     "{accuracy:mx_pairs.fp8cs_measured_max:.3f}, predicted {accuracy:mx_pairs.fp8cs_predicted_min:.3f}-"
+     "{accuracy:mx_pairs.fp8cs_predicted_max:.3f} over {accuracy:mx_pairs.fp8cs_pairs} pairs; every pair, the "
+     "mxfp8 / bf16 one included, within {accuracy:mx_pairs.max_rel_diff_pct:.1f}%",
+     "`python benchmarks/accuracy.py`"),
     ("MoE routing imbalance: Mixtral 8x22B on 128 H100 (E8), its learned router (aux loss 1e-2) over forced "
      "balance, step-time ratio",
      "published {accuracy:routing_pair.published:.3f}x; predicted {accuracy:routing_pair.aux_loss:.3f}x as "
