@@ -1,5 +1,6 @@
 """Step time of published training runs of arbitrary torch modules (data/evidence/module_runs.csv: NVIDIA
-DeepLearningExamples' ResNet-50 v1.5 and ResNeXt-101 32x4d on DGX A100, AMP and TF32, 1 and 8 GPUs),
+DeepLearningExamples' ResNet-50 v1.5 and ResNeXt-101 32x4d on DGX A100, AMP and TF32, 1 and 8 GPUs; ResNet-50
+on DGX-1 V100 32GB, AMP and FP32, a GPU without kernel data of its own),
 traced on the meta device and priced by model/module_estimate.py. Nothing is fitted to these rows.
 Writes benchmarks/results/module_accuracy.json.
 
@@ -20,9 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     results = predict_file(REPO / "data/evidence/module_runs.csv", REPO)
     out = summary(results)
-    for tag in ("AMP", "TF32"):
+    for tag in ("A100-RN50-AMP", "A100-RNXT101-AMP", "AMP", "TF32", "V100-RN50-AMP", "V100-RN50-FP32"):
         errs = [abs(r.error_pct) for r in results if f"-{tag}-" in r.run_id]
-        out[f"{tag.lower()}_mean_abs_error_pct"] = round(statistics.fmean(errs), 2)
+        key = tag.lower().replace("-", "_")
+        out[f"{key}_mean_abs_error_pct"] = round(statistics.fmean(errs), 2)
+        out[f"{key}_rows"] = len(errs)
     for r in results:
         print(f"{r.run_id:28s} measured {r.measured_step_time_s:.4f} s  predicted {r.predicted_step_time_s:.4f} s  "
               f"{r.error_pct:+.1f}%")

@@ -18,7 +18,7 @@ def results():  # type: ignore[no-untyped-def]
 
 
 def test_every_row_is_predicted(results) -> None:  # type: ignore[no-untyped-def]
-    assert summary(results)["rows"] == 8
+    assert summary(results)["rows"] == 12
 
 
 def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore[no-untyped-def]
@@ -26,7 +26,16 @@ def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore
     +11/+17%; the 8-GPU ResNet-50 run scales 6.72x, which the GPU-side model does not explain). TF32 rows
     are 31-35% too fast and are not held to a tolerance: there is no TF32 kernel data (the bf16 ceiling
     stands in, with a warning) and those runs use NCHW."""
-    amp = [abs(r.error_pct) for r in results if "-AMP-" in r.run_id]
+    amp = [abs(r.error_pct) for r in results if "-A100-" in r.run_id and "-AMP-" in r.run_id]
     assert len(amp) == 4
     assert sum(amp) / len(amp) <= 12.0
     assert max(amp) <= 20.0
+
+
+def test_v100_rows_were_added_after_the_model(results) -> None:  # type: ignore[no-untyped-def]
+    """DGX-1 V100 32GB ResNet-50 (M2), added after the convolution model was calibrated on the H100 table: a
+    GPU with no kernel data of its own (the default GEMM ceiling, with a warning). AMP: +18% (1 GPU) and
+    +3% (8 GPUs); FP32 (NCHW, no tensor cores): +34% and +30%, too slow. Held loosely: AMP within 25%."""
+    v100 = {r.run_id: r.error_pct for r in results if r.run_id.startswith("M2-")}
+    assert len(v100) == 4
+    assert all(abs(e) <= 25.0 for rid, e in v100.items() if "-AMP-" in rid)
