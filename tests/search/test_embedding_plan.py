@@ -245,7 +245,7 @@ def test_plan_and_estimate_agree_on_the_written_sharding(tmp_path: Path) -> None
     (["plan", "--model", "dlrm:mlperf-dcnv2", "--tp", "2"], "--tp"),
     (["estimate", "--model", "llama3-8b", "--sharding", "rw"], "--sharding=rw is for recommendation models"),
     (["plan", "--model", "llama3-8b", "--write-sharding", "x.yaml"], "--write-sharding is for recommendation"),
-    (["trace", "generate", "--model", "dlrm:mlperf-dcnv2", "--out", "x.json"], "recommendation model"),
+    (["trace", "generate", "--model", "dlrm:mlperf-dcnv2", "--out", "x", "--symmetric"], "recommendation model's ranks"),
 ])
 def test_bad_flags_get_one_line(args: list[str], names: str) -> None:
     err = _ds(*args, ok=False).stderr.strip()

@@ -58,6 +58,25 @@ def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_ba
     return place(spec, cluster, uniform(spec, cluster, kind), global_batch=global_batch), f"every table {kind.value}"
 
 
+def dlrm_step_traces(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[Any, dict[str, Any]]:
+    """`trace generate --model dlrm:...`: every rank's trace of the step `estimate` prices for the same flags
+    (trace/from_dlrm.py), and the plan fields it was built from."""
+    from distscope.model.embedding_cost import check_batch, sharding_counts
+    from distscope.trace.from_dlrm import dlrm_traces
+    from distscope.workload.embedding import load_dlrm
+
+    _checks(workload, plan, False)
+    spec = load_dlrm(workload.model)
+    cluster = S.build_cluster(system)
+    gb = workload.global_batch
+    check_batch(gb, cluster.num_gpus)
+    comp = _compression(plan, None)
+    shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
+    traces = dlrm_traces(spec, cluster, shardings, global_batch=gb, compression=comp)
+    return traces, {"sharding": source, "sharding_types": sharding_counts(shardings),
+                    "compression": None if comp is None else comp.label}
+
+
 def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], est: DlrmEstimate) -> str:
     gib = 2**30
     look = est.rank_lookup_s

@@ -263,15 +263,43 @@ def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_bat
     return m, rs_bytes, dp_bytes, dp_update
 
 
-def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
-                  global_batch: int, compression: EmbCompression | None = None) -> DlrmEstimate:
-    """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring), with the
-    pooled-embedding all-to-alls compressed when `compression` is given."""
+@dataclasses.dataclass(frozen=True)
+class DlrmTerms:
+    """What a sharding puts on each rank (module docstring): per-rank lookup seconds and all-to-all bytes,
+    and the step's reduce-scatter, data-parallel gradient and optimizer bytes; the estimate and the
+    generated trace (trace/from_dlrm.py) both read it."""
+
+    gpus: int
+    local: int  # GPUs per node (ranks of one node)
+    fwd: np.ndarray  # lookup forward seconds per rank
+    bwd: np.ndarray
+    mem: np.ndarray
+    ids_sent: np.ndarray
+    ids_recv: np.ndarray
+    out_sent: np.ndarray  # pooled rows per direction (the gradients come back the same size)
+    out_recv: np.ndarray
+    x_sent: np.ndarray  # table-row-wise rows across nodes
+    x_recv: np.ndarray
+    node_rs: np.ndarray
+    rs_bytes: float  # row-wise reduce-scatter over all ranks
+    dp_bytes: float  # data-parallel tables' gradients (all-reduced with the dense part's)
+    dp_update: float
+
+    @property
+    def hosts(self) -> int:
+        return self.gpus // self.local
+
+    @staticmethod
+    def a2a_bytes(sent: np.ndarray, recv: np.ndarray, size: int) -> float:
+        """An uneven all-to-all as the uniform one it is priced as: the slowest rank's max(sent, received)
+        bytes, scaled to a buffer whose cross-rank part is that many bytes."""
+        return float(max(sent.max(), recv.max())) * size / (size - 1) if size > 1 else 0.0
+
+
+def dlrm_terms(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
+               global_batch: int) -> DlrmTerms:
+    """Every table's contribution (_table_terms) summed over the sharding."""
     n = cluster.num_gpus
-    check_batch(global_batch, n)
-    b = global_batch / n
-    local = min(cluster.gpus_per_node, n)
-    hosts = n // local
     total = np.zeros((10, n))
     rs_bytes = dp_bytes = dp_update = 0.0
     for ts in shardings:
@@ -280,16 +308,36 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
         rs_bytes += rs
         dp_bytes += dpb
         dp_update += dpu
-    fwd, bwd, mem = total[FWD], total[BWD], total[MEM]
-    ids_sent, ids_recv, out_sent, out_recv = total[IDS_SENT], total[IDS_RECV], total[OUT_SENT], total[OUT_RECV]
-    x_sent, x_recv, node_rs = total[X_SENT], total[X_RECV], total[NODE_RS]
+    return DlrmTerms(gpus=n, local=min(cluster.gpus_per_node, n), fwd=total[FWD], bwd=total[BWD], mem=total[MEM],
+                     ids_sent=total[IDS_SENT], ids_recv=total[IDS_RECV], out_sent=total[OUT_SENT],
+                     out_recv=total[OUT_RECV], x_sent=total[X_SENT], x_recv=total[X_RECV], node_rs=total[NODE_RS],
+                     rs_bytes=rs_bytes, dp_bytes=dp_bytes, dp_update=dp_update)
+
+
+def optimizer_bytes(spec: DlrmSpec, terms: DlrmTerms) -> float:
+    """HBM bytes of the step's optimizer: the dense part's fp32 weights, gradients and state, and the
+    data-parallel tables' update."""
+    return spec.dense_params * (2 * DENSE_GRAD_BYTES + 2 * DENSE_STATE_BYTES) + terms.dp_update
+
+
+def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
+                  global_batch: int, compression: EmbCompression | None = None) -> DlrmEstimate:
+    """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring), with the
+    pooled-embedding all-to-alls compressed when `compression` is given."""
+    n = cluster.num_gpus
+    check_batch(global_batch, n)
+    b = global_batch / n
+    t = dlrm_terms(spec, cluster, shardings, global_batch=global_batch)
+    local, hosts = t.local, t.hosts
+    fwd, bwd, mem = t.fwd, t.bwd, t.mem
+    out_sent, out_recv, x_sent, x_recv, node_rs = t.out_sent, t.out_recv, t.x_sent, t.x_recv, t.node_rs
     dev = cluster.device
     lookup_fwd, lookup_bwd = float(fwd.max()), float(bwd.max())
     def a2a_s(ratio: float) -> float:
-        t = _uneven_a2a_s(cluster, out_sent / ratio, out_recv / ratio, n)
+        s = _uneven_a2a_s(cluster, out_sent / ratio, out_recv / ratio, n)
         if hosts > 1 and (x_sent.any() or x_recv.any()):
-            t += _uneven_a2a_s(cluster, x_sent / ratio, x_recv / ratio, hosts, local)
-        return t
+            s += _uneven_a2a_s(cluster, x_sent / ratio, x_recv / ratio, hosts, local)
+        return s
 
     codec = 0.0
     if compression is None:
@@ -297,15 +345,14 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
     else:
         a2a_fwd, a2a_bwd = a2a_s(compression.ratio_fwd), a2a_s(compression.ratio_bwd)
         # each rank encodes what it sends and decodes what it receives, forward and backward
-        codec = 2.0 * float(np.max((out_sent + x_sent) / compression.encode_Bps
-                                   + (out_recv + x_recv) / compression.decode_Bps))
+        codec = 2.0 * float(np.max(codec_s(t, compression)))
     g_all = group_net(cluster, n, 1)
-    rs = collective_s(Collective.REDUCE_SCATTER, rs_bytes, g_all) if rs_bytes else 0.0
+    rs = collective_s(Collective.REDUCE_SCATTER, t.rs_bytes, g_all) if t.rs_bytes else 0.0
     if node_rs.any():
         rs += collective_s(Collective.REDUCE_SCATTER, float(node_rs.max()), group_net(cluster, local, 1))
-    ids_a2a = _uneven_a2a_s(cluster, ids_sent, ids_recv, n)
+    ids_a2a = _uneven_a2a_s(cluster, t.ids_sent, t.ids_recv, n)
     d_fwd, d_bwd = dense_s(spec, cluster, int(b))
-    ar = collective_s(Collective.ALL_REDUCE, spec.dense_params * DENSE_GRAD_BYTES + dp_bytes, g_all) if n > 1 else 0.0
+    ar = collective_s(Collective.ALL_REDUCE, dense_grad_bytes(spec, t), g_all) if n > 1 else 0.0
     hidden_under = d_bwd + a2a_bwd + rs + lookup_bwd  # the all-reduce starts with the dense backward
     breakdown = {
         "lookup_fwd": lookup_fwd,
@@ -317,8 +364,7 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
         "dense_fwd": d_fwd,
         "dense_bwd": d_bwd,
         "allreduce_exposed": max(0.0, ar - hidden_under),
-        "optimizer": eff.elementwise_s(dev, spec.dense_params * (2 * DENSE_GRAD_BYTES + 2 * DENSE_STATE_BYTES)
-                                       + dp_update, 1),
+        "optimizer": eff.elementwise_s(dev, optimizer_bytes(spec, t), 1),
     }
     step = sum(breakdown.values())
     dense_mem = dense_memory_bytes(spec)
@@ -326,3 +372,14 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
                         rank_lookup_s=tuple((fwd + bwd).tolist()), rank_sent_bytes=tuple((out_sent + x_sent + node_rs / local).tolist()),
                         rank_memory_bytes=tuple((mem + dense_mem).tolist()),
                         capacity_bytes=cluster.memory_capacity_bytes)
+
+
+def dense_grad_bytes(spec: DlrmSpec, terms: DlrmTerms) -> float:
+    """The step's all-reduce: the dense part's fp32 gradients and the data-parallel tables'."""
+    return spec.dense_params * DENSE_GRAD_BYTES + terms.dp_bytes
+
+
+def codec_s(terms: DlrmTerms, compression: EmbCompression) -> np.ndarray:
+    """Per rank, one direction: encoding what it sends and decoding what it receives."""
+    return ((terms.out_sent + terms.x_sent) / compression.encode_Bps
+            + (terms.out_recv + terms.x_recv) / compression.decode_Bps)

@@ -6,7 +6,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -75,12 +75,23 @@ def generate(
     from distscope.report.estimate_table import plan_dict
     from distscope.report.progress import progress
     from distscope.trace.builder import build_traces, traced_ranks
-    from distscope.trace.chakra_io import write_symmetric, write_traces
     from distscope.trace.from_plan import step_spec
     from distscope.workload.module_graph import is_module_ref
 
     if steps < 1:
         raise DistscopeError(f"--steps={steps} must be >= 1")
+    from distscope.workload.embedding import is_dlrm_ref
+
+    if is_dlrm_ref(workload.model):
+        from distscope.model.dlrm_cli import dlrm_step_traces
+
+        if steps != 1 or symmetric:
+            raise DistscopeError(("--symmetric" if symmetric else f"--steps={steps}") + ": a recommendation model's "
+                                 "ranks hold different tables; one step, one trace per rank (--full)")
+        traces, fields = dlrm_step_traces(workload, system, plan)
+        _write(out_dir, prefix, traces, symmetric=False, as_json=as_json, degrees=f"dp={traces.num_ranks}",
+               fields=fields)
+        return
     if is_module_ref(workload.model):
         from distscope.model.module_cli import module_step
 
@@ -94,6 +105,14 @@ def generate(
         degrees, fields = sc.plan.degrees(), plan_dict(sc.plan)
     with progress(traced_ranks(step, symmetric), "building traces") as advance:
         traces = build_traces(step, symmetric=symmetric, on_rank=advance)
+    _write(out_dir, prefix, traces, symmetric=symmetric, as_json=as_json, degrees=degrees, fields=fields)
+
+
+def _write(out_dir: Path, prefix: str, traces: Any, *, symmetric: bool, as_json: bool, degrees: str,
+           fields: dict[str, Any]) -> None:
+    """Write a trace set as Chakra files and print its summary."""
+    from distscope.report.progress import progress
+    from distscope.trace.chakra_io import write_symmetric, write_traces
     from distscope.userfile import check_writable_dir
 
     check_writable_dir(out_dir, "-o")
