@@ -4,31 +4,22 @@ embedding sharding, which `simulate` prices as `estimate` does (trace/from_dlrm.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli_run import run_subprocess
 
 pytest.importorskip("chakra")
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = ["--model", "dlrm:examples/dlrm/tables.yaml", "--global-batch", "65536"]
-
-
-def _ds(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "distscope", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
-    assert (proc.returncode == 0) == ok, proc.stderr
-    return proc
 
 
 def _both(tmp_path: Path, cluster: str, gpus: int, extra: list[str]) -> tuple[float, float, dict]:
     flags = [*MODEL, "--cluster", cluster, "--gpus", str(gpus), *extra]
-    gen = json.loads(_ds("trace", "generate", *flags, "--out", str(tmp_path), "--json").stdout)
+    gen = json.loads(run_subprocess("trace", "generate", *flags, "--out", str(tmp_path), "--json").stdout)
     assert gen["files"] == gpus and not gen["symmetric"]
-    sim = json.loads(_ds("simulate", str(tmp_path), "--cluster", cluster, "--gpus", str(gpus), "--json").stdout)
-    est = json.loads(_ds("estimate", *flags, "--json").stdout)
+    sim = json.loads(run_subprocess("simulate", str(tmp_path), "--cluster", cluster, "--gpus", str(gpus), "--json").stdout)
+    est = json.loads(run_subprocess("estimate", *flags, "--json").stdout)
     return sim["step_time_s"], est["step_time_s"], est["breakdown_s"]
 
 
@@ -57,6 +48,6 @@ def test_the_all_reduce_shares_the_links_with_the_backward_exchange(tmp_path: Pa
     (["--sharding", "row-wize"], "--sharding"),
 ])
 def test_bad_flags_are_one_line(tmp_path: Path, extra: list[str], match: str) -> None:
-    proc = _ds("trace", "generate", *MODEL, "--cluster", "dgx-a100", "--gpus", "8", *extra, "--out", str(tmp_path),
+    proc = run_subprocess("trace", "generate", *MODEL, "--cluster", "dgx-a100", "--gpus", "8", *extra, "--out", str(tmp_path),
                ok=False)
     assert match in proc.stderr and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1

@@ -4,23 +4,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.cli_run import run_subprocess
 
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = ["--model", "torch:examples/modules/resnet.py:resnet50", "--cluster", "dgx-a100"]
-
-
-def _ds(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "distscope", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
-    assert (proc.returncode == 0) == ok, proc.stderr
-    return proc
 
 
 @pytest.mark.parametrize(("gpus", "batch", "zero", "recompute", "pp", "rel"), [
@@ -33,12 +24,12 @@ def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, b
                                                      recompute: str, pp: int, rel: float) -> None:
     flags = [*MODEL, "--gpus", str(gpus), "--input", batch, "--global-batch", "1024", "--zero", str(zero),
              "--recompute", recompute, "--pp", str(pp)]
-    gen = json.loads(_ds("trace", "generate", *flags, "--out", str(tmp_path), "--symmetric", "--json").stdout)
+    gen = json.loads(run_subprocess("trace", "generate", *flags, "--out", str(tmp_path), "--symmetric", "--json").stdout)
     dp = gpus // pp
     assert gen["plan_fields"] == {"dp": dp, "zero": zero, "micro_batches": 1024 // dp // int(batch[2:].split("x")[0]),
                                   "recompute": recompute, "pp": pp}
-    sim = json.loads(_ds("simulate", str(tmp_path), "--cluster", "dgx-a100", "--gpus", str(gpus), "--json").stdout)
-    est = json.loads(_ds("estimate", *flags, "--json").stdout)
+    sim = json.loads(run_subprocess("simulate", str(tmp_path), "--cluster", "dgx-a100", "--gpus", str(gpus), "--json").stdout)
+    est = json.loads(run_subprocess("estimate", *flags, "--json").stdout)
     assert sim["step_time_s"] == pytest.approx(est["step_time_s"], rel=rel)
     if dp > 1 and zero == 0:  # the DDP gradient all-reduce is in the trace, and partly exposed
         assert est["breakdown_s"]["dp"] > 0
@@ -56,5 +47,5 @@ def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, gpus: int, b
 ])
 def test_bad_flags_are_one_line(tmp_path: Path, extra: list[str], match: str) -> None:
     flags = [*MODEL, "--gpus", "8", "--input", "x:8x3x224x224:bf16", "--global-batch", "1024"]
-    proc = _ds("trace", "generate", *flags, *extra, "--out", str(tmp_path), ok=False)
+    proc = run_subprocess("trace", "generate", *flags, *extra, "--out", str(tmp_path), ok=False)
     assert match in proc.stderr and "Traceback" not in proc.stderr

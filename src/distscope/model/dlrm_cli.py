@@ -58,23 +58,43 @@ def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_ba
     return place(spec, cluster, uniform(spec, cluster, kind), global_batch=global_batch), f"every table {kind.value}"
 
 
-def dlrm_step_traces(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[Any, dict[str, Any]]:
-    """`trace generate --model dlrm:...`: every rank's trace of the step `estimate` prices for the same flags
-    (trace/from_dlrm.py), and the plan fields it was built from."""
-    from distscope.model.embedding_cost import check_batch, sharding_counts
-    from distscope.trace.from_dlrm import dlrm_traces
+@dataclasses.dataclass(frozen=True)
+class _Scenario:
+    """The flags of `estimate` and `trace generate` made into a priced sharding, once for both."""
+
+    spec: DlrmSpec
+    cluster: Cluster
+    global_batch: int
+    compression: EmbCompression | None
+    shardings: tuple[TableSharding, ...]
+    source: str  # where the sharding came from
+
+
+def _scenario(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, codec_gbps: float | None,
+              other: bool) -> _Scenario:
+    from distscope.model.embedding_cost import check_batch
     from distscope.workload.embedding import load_dlrm
 
-    _checks(workload, plan, False)
+    _checks(workload, plan, other)
     spec = load_dlrm(workload.model)
     cluster = S.build_cluster(system)
     gb = workload.global_batch
     check_batch(gb, cluster.num_gpus)
-    comp = _compression(plan, None)
+    comp = _compression(plan, codec_gbps)
     shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
-    traces = dlrm_traces(spec, cluster, shardings, global_batch=gb, compression=comp)
-    return traces, {"sharding": source, "sharding_types": sharding_counts(shardings),
-                    "compression": None if comp is None else comp.label}
+    return _Scenario(spec=spec, cluster=cluster, global_batch=gb, compression=comp, shardings=shardings, source=source)
+
+
+def dlrm_step_traces(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags) -> tuple[Any, dict[str, Any]]:
+    """`trace generate --model dlrm:...`: every rank's trace of the step `estimate` prices for the same flags
+    (trace/from_dlrm.py), and the plan fields it was built from."""
+    from distscope.model.embedding_cost import sharding_counts
+    from distscope.trace.from_dlrm import dlrm_traces
+
+    sc = _scenario(workload, system, plan, codec_gbps=None, other=False)
+    traces = dlrm_traces(sc.spec, sc.cluster, sc.shardings, global_batch=sc.global_batch, compression=sc.compression)
+    return traces, {"sharding": sc.source, "sharding_types": sharding_counts(sc.shardings),
+                    "compression": None if sc.compression is None else sc.compression.label}
 
 
 def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], est: DlrmEstimate) -> str:
@@ -89,17 +109,12 @@ def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, .
 
 def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                       codec_gbps: float | None, other: bool) -> None:
-    from distscope.model.embedding_cost import check_batch, estimate_dlrm, sharding_counts
+    from distscope.model.embedding_cost import estimate_dlrm, sharding_counts
     from distscope.report.console import breakdown_table, out, print_json
-    from distscope.workload.embedding import load_dlrm
 
-    _checks(workload, plan, other)
-    spec = load_dlrm(workload.model)
-    cluster = S.build_cluster(system)
-    gb = workload.global_batch
-    check_batch(gb, cluster.num_gpus)
-    comp = _compression(plan, codec_gbps)
-    shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
+    sc = _scenario(workload, system, plan, codec_gbps=codec_gbps, other=other)
+    spec, cluster, gb, comp, shardings, source = (sc.spec, sc.cluster, sc.global_batch, sc.compression, sc.shardings,
+                                                  sc.source)
     est = estimate_dlrm(spec, cluster, shardings, global_batch=gb, compression=comp)
     if as_json:
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
