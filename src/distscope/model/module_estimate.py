@@ -6,8 +6,8 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
 - GEMM: gemm_s at its (M, N, K);
 - convolution: cuDNN's implicit GEMM at (N·H_out·W_out, C_out, C_in/groups·k_h·k_w), saturating at
   min(C_out·k_h·k_w, K) because each loaded input pixel serves every filter tap, with the HBM floor of
-  the tensors it moves (efficiency.conv_s; checked on an H100's cuDNN convolutions of ResNet-50); a
-  3-channel stem runs far below this on a real GPU (cuDNN: 24-33 TFLOP/s), not modelled;
+  the tensors it moves (efficiency.conv_s; checked on an H100's cuDNN convolutions of ResNet-50); an
+  ungrouped convolution of fewer than 8 input channels (an RGB stem) at the CUDA cores' FP32 rate;
 - fused attention: FlashAttention-2's time for its shape (efficiency.flash_attention_s: the device's measured
   table or the published FA2 curve for its head dim and sequence), forward or backward by phase; an
   attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;

@@ -88,7 +88,7 @@ def estimate_module_pipeline(graph: ModuleGraph, cluster: Cluster, *, pp: int, z
     link = group_net(cluster, pp, dp) if pp > 1 else None
     hops = [collective_s(Collective.SEND_RECV, n, link) for n in boundary_bytes(graph, stages)] if link else []
     pipe = longest_path_s(Schedule.ONE_F_ONE_B, passes, m, 0.0)
-    p2p = longest_path_s(Schedule.ONE_F_ONE_B, passes, m, 0.0, hops) - pipe
+    p2p = longest_path_s(Schedule.ONE_F_ONE_B, passes, m, 0.0, hops) - pipe if hops else 0.0
     t_max = max(p.total_s for p in passes)
     b = graph.dtype.bytes
     g = group_net(cluster, dp, 1)

@@ -6,11 +6,14 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from distscope import scenario as S
+
+if TYPE_CHECKING:
+    from distscope.trace.traceset import TraceSet
 
 trace_app = typer.Typer(help="Chakra execution traces: inspect and generate.", no_args_is_help=True)
 
@@ -108,7 +111,7 @@ def generate(
     _write(out_dir, prefix, traces, symmetric=symmetric, as_json=as_json, degrees=degrees, fields=fields)
 
 
-def _write(out_dir: Path, prefix: str, traces: Any, *, symmetric: bool, as_json: bool, degrees: str,
+def _write(out_dir: Path, prefix: str, traces: TraceSet, *, symmetric: bool, as_json: bool, degrees: str,
            fields: dict[str, Any]) -> None:
     """Write a trace set as Chakra files and print its summary."""
     from distscope.report.progress import progress
