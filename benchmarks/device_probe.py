@@ -22,6 +22,12 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
 - fp8_scaling: `torch._scaled_mm` (e4m3, bf16 output) with per-tensor, row-wise and DeepSeek-V3 block-wise
   scales (1x128 activations, 128x128 weights; cuBLAS, CUDA >= 12.9 on sm90) beside the bf16 GEMM of the same
   shape, for model/fp8.py's recipe GEMM rates.
+- conv_precision: the same convolutions in fp32 (TF32 off), TF32 and fp16; grouped_conv: ResNeXt-101's grouped
+  and MobileNetV2's depthwise 3x3 convolutions (bf16, TF32); unet_conv: Stable Diffusion UNets' 3x3
+  convolutions, fp16 forward at batch 2.
+- modules_precision: the modules' training steps in fp32 weights with TF32 on and off.
+- moe_layer: one MoE layer's routed experts forward and backward as torchtitan runs them (router, top-k,
+  permute, two grouped GEMMs, unpermute), beside the grouped GEMMs alone and one dense GEMM per projection.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -156,61 +162,199 @@ RESNET50_CONVS = ((3, 64, 7, 2, 224),
                   (2048, 512, 1, 1, 7), (1024, 2048, 1, 2, 14))
 
 
-def conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
+# (C_in, C_out, kernel, stride, H_in, groups): the grouped 3x3 convolutions of ResNeXt-101 32x4d (32 groups of
+# width 4 per 64 channels; stride 2 in each stage's first block) and MobileNetV2's depthwise 3x3s
+GROUPED_CONVS = ((128, 128, 3, 1, 56, 32), (256, 256, 3, 2, 56, 32), (256, 256, 3, 1, 28, 32),
+                 (512, 512, 3, 2, 28, 32), (512, 512, 3, 1, 14, 32), (1024, 1024, 3, 2, 14, 32),
+                 (1024, 1024, 3, 1, 7, 32),
+                 (96, 96, 3, 2, 112, 96), (144, 144, 3, 1, 56, 144), (192, 192, 3, 1, 28, 192),
+                 (384, 384, 3, 1, 14, 384), (576, 576, 3, 1, 14, 576), (960, 960, 3, 1, 7, 960))
+# Stable Diffusion UNets' 3x3 convolutions at 512 px (latent 64: SD 1.5) and 1024 px (latent 128: SDXL)
+UNET_CONVS = ((320, 320, 3, 1, 64, 1), (640, 640, 3, 1, 32, 1), (1280, 1280, 3, 1, 16, 1), (1280, 1280, 3, 1, 8, 1),
+              (320, 320, 3, 1, 128, 1), (640, 640, 3, 1, 64, 1), (1280, 1280, 3, 1, 32, 1))
+
+
+def _conv_rows(dev: str, smoke: bool, shapes: Any, dtype: torch.dtype, label: str, batch: int,
+               backward: bool = True) -> list[dict[str, Any]]:
+    """cuDNN convolutions (channels-last, cudnn.benchmark) of `shapes` in `dtype`; `label` "tf32" lets cuDNN
+    use TF32 tensor cores for fp32, "fp32" forbids it."""
     t = timer(dev, 3, 10)
     torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = label == "tf32"
     rows = []
-    batch = 2 if smoke else 128
-    for c_in, c_out, k, stride, h in RESNET50_CONVS[:2] if smoke else RESNET50_CONVS:
+    batch = 2 if smoke else batch
+    for c_in, c_out, k, stride, h, *grp in shapes[:2] if smoke else shapes:
+        groups = grp[0] if grp else 1
         h = h // 8 if smoke else h
-        layer = torch.nn.Conv2d(c_in, c_out, k, stride, padding=k // 2, bias=False).to(dev, torch.bfloat16)
+        layer = torch.nn.Conv2d(c_in, c_out, k, stride, padding=k // 2, groups=groups, bias=False).to(dev, dtype)
         layer = layer.to(memory_format=torch.channels_last)
-        x = torch.randn(batch, c_in, h, h, device=dev, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
-        x.requires_grad_(True)
+        x = torch.randn(batch, c_in, h, h, device=dev, dtype=dtype).to(memory_format=torch.channels_last)
+        x.requires_grad_(backward)
         y = layer(x)
         h_out = y.shape[-1]
-        flops = 2.0 * batch * h_out * h_out * c_out * c_in * k * k
+        flops = 2.0 * batch * h_out * h_out * c_out * c_in // groups * k * k
         fwd = t(lambda layer=layer, x=x: layer(x))
-        g = torch.ones_like(y)
-        bwd = t(lambda y=y, g=g, x=x, w=layer.weight: torch.autograd.grad(y, (x, w), g, retain_graph=True))
-        rows.append({"batch": batch, "c_in": c_in, "c_out": c_out, "kernel": k, "stride": stride, "h_in": h,
-                     "h_out": h_out, "fwd_s": fwd, "bwd_s": bwd, "fwd_tflops": flops / fwd / 1e12,
-                     "bwd_tflops": 2 * flops / bwd / 1e12})
+        row = {"batch": batch, "c_in": c_in, "c_out": c_out, "kernel": k, "stride": stride, "h_in": h,
+               "h_out": h_out, "groups": groups, "dtype": label, "fwd_s": fwd, "fwd_tflops": flops / fwd / 1e12}
+        if backward:
+            g = torch.ones_like(y)
+            bwd = t(lambda y=y, g=g, x=x, w=layer.weight: torch.autograd.grad(y, (x, w), g, retain_graph=True))
+            row.update(bwd_s=bwd, bwd_tflops=2 * flops / bwd / 1e12)
+        rows.append(row)
+    torch.backends.cudnn.allow_tf32 = True
     return rows
 
 
-def modules(dev: str, smoke: bool) -> list[dict[str, Any]]:
+def conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    return _conv_rows(dev, smoke, RESNET50_CONVS, torch.bfloat16, "bf16", 128)
+
+
+def conv_precision(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """ResNet-50's convolutions in fp32 (TF32 off), TF32 and fp16: the rates behind FP32/TF32 CNN runs."""
+    return [r for dt, label in ((torch.float32, "fp32"), (torch.float32, "tf32"), (torch.float16, "fp16"))
+            for r in _conv_rows(dev, smoke, RESNET50_CONVS, dt, label, 128)]
+
+
+def grouped_conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """ResNeXt's grouped and MobileNetV2's depthwise 3x3 convolutions, bf16 and TF32, batch 128."""
+    return [r for dt, label in ((torch.bfloat16, "bf16"), (torch.float32, "tf32"))
+            for r in _conv_rows(dev, smoke, GROUPED_CONVS, dt, label, 128)]
+
+
+def unet_conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Stable Diffusion UNets' 3x3 convolutions, fp16 forward at batch 2 (one prompt with classifier-free
+    guidance), as diffusion inference runs them."""
+    return _conv_rows(dev, smoke, UNET_CONVS, torch.float16, "fp16", 2, backward=False)
+
+
+def _module_rows(dev: str, smoke: bool, factories: tuple[str, ...], train: tuple[int, ...],
+                 infer: tuple[int, ...], label: str) -> list[dict[str, Any]]:
+    """Training steps and inference passes of examples/modules/resnet.py; `label` "bf16-autocast", "tf32"
+    (fp32 weights, TF32 tensor cores allowed) or "fp32" (TF32 off)."""
     import resnet
 
     rows = []
     t = timer(dev, 3 if smoke else 5, 3 if smoke else 15)
     torch.backends.cudnn.benchmark = True
-    for factory in ("resnet50",) if smoke else ("resnet50", "resnext101_32x4d"):
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
+    amp = label == "bf16-autocast"
+    for factory in factories[:1] if smoke else factories:
         model = getattr(resnet, factory)().to(dev).to(memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         res = 32 if smoke else 224
-        for mode, batches in (("train", (2,) if smoke else (32, 64, 128, 256)),
-                              ("infer", (1,) if smoke else (1, 8, 32, 128, 256))):
+        for mode, batches in (("train", (2,) if smoke else train), ("infer", (1,) if smoke else infer)):
             for b in batches:
                 x = torch.randn(b, 3, res, res, device=dev).to(memory_format=torch.channels_last)
                 y = torch.randint(0, 1000, (b,), device=dev)
 
                 def train_step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt) -> None:
                     opt.zero_grad(set_to_none=True)
-                    with torch.autocast(dev, dtype=torch.bfloat16):
+                    with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
                         loss = torch.nn.functional.cross_entropy(model(x), y)
                     loss.backward()
                     opt.step()
 
-                def infer(x: torch.Tensor = x, model: Any = model) -> None:
-                    with torch.no_grad(), torch.autocast(dev, dtype=torch.bfloat16):
+                def infer_pass(x: torch.Tensor = x, model: Any = model) -> None:
+                    with torch.no_grad(), torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
                         model(x)
 
                 model.train(mode == "train")
-                s = t(train_step if mode == "train" else infer)
-                rows.append({"model": factory, "mode": mode, "batch": b, "resolution": res, "dtype": "bf16-autocast",
+                s = t(train_step if mode == "train" else infer_pass)
+                rows.append({"model": factory, "mode": mode, "batch": b, "resolution": res, "dtype": label,
                              "step_s": s, "images_per_s": b / s})
-                print(f"  {factory} {mode} b={b}: {s * 1e3:.2f} ms", flush=True)
+                print(f"  {factory} {label} {mode} b={b}: {s * 1e3:.2f} ms", flush=True)
+        del model, opt
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return rows
+
+
+def modules(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """bf16 autocast, channels-last: ResNet-50 and ResNeXt-101 32x4d over batch sizes."""
+    return _module_rows(dev, smoke, ("resnet50", "resnext101_32x4d"), (32, 64, 128, 256), (1, 8, 32, 128, 256),
+                        "bf16-autocast")
+
+
+def modules_precision(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """The same training steps in fp32 weights and activations, with TF32 tensor cores and without."""
+    return [r for label in ("tf32", "fp32")
+            for r in _module_rows(dev, smoke, ("resnet50", "resnext101_32x4d"), (64, 128), (128,), label)]
+
+
+# (model, hidden, expert width, experts, top-k, experts on this rank): one MoE layer's routed experts as
+# torchtitan runs them on one GPU; DeepSeek-V3 as one rank of EP 8 (32 of 256 experts, which receive as
+# many routed rows as the rank sends: T x top-k when the load is even)
+MOE_LAYERS = (("qwen3-30b-a3b", 2048, 768, 128, 8, 128), ("qwen3-235b-a22b", 4096, 1536, 128, 8, 16),
+              ("gpt-oss-120b", 2880, 2880, 128, 4, 32), ("deepseek-v3", 7168, 2048, 256, 8, 32))
+ALIGN_M = 16  # rows per expert group padded to a multiple of this (torchtitan's permute for _grouped_mm)
+
+
+def _moe_times(t: Callable[[Callable[[], Any]], float], dev: str, h: int, f: int, E: int, k: int, L: int,
+               T: int) -> dict[str, float]:
+    """moe_layer's timings of one layer shape at T tokens (its docstring)."""
+    dt, g0 = torch.bfloat16, torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(T, h, device=dev, dtype=dt, generator=g0).requires_grad_(True)
+    wr = (torch.randn(E, h, device=dev, dtype=dt, generator=g0) * h ** -0.5).requires_grad_(True)
+    w1 = (torch.randn(L, h, 2 * f, device=dev, dtype=dt, generator=g0) * h ** -0.5).requires_grad_(True)
+    w2 = (torch.randn(L, f, h, device=dev, dtype=dt, generator=g0) * f ** -0.5).requires_grad_(True)
+    n, m_pad = T * k, T * k + ALIGN_M * L
+
+    def experts_mm(xg: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        u, v = torch._grouped_mm(xg, w1, offs=offs).chunk(2, dim=-1)
+        return torch._grouped_mm(torch.nn.functional.silu(u) * v, w2, offs=offs)
+
+    def block() -> tuple[torch.Tensor, torch.Tensor]:
+        probs = (x @ wr.t()).float().softmax(-1)
+        topv, topi = probs.topk(k, dim=-1)
+        ids = (topi % L).flatten()
+        sorted_ids, order = ids.sort(stable=True)
+        counts = torch.zeros(L, device=x.device, dtype=torch.long).scatter_add_(0, ids, torch.ones_like(ids))  # no sync
+        padded = (counts + ALIGN_M - 1) // ALIGN_M * ALIGN_M
+        pstart, start = padded.cumsum(0) - padded, counts.cumsum(0) - counts
+        dest = pstart[sorted_ids] + torch.arange(n, device=x.device) - start[sorted_ids]
+        tok = order // k
+        xg = x.new_zeros(m_pad, h).index_copy(0, dest, x[tok])
+        offs = padded.cumsum(0).to(torch.int32)
+        out = experts_mm(xg, offs)[dest] * topv.flatten()[order, None].to(x.dtype)
+        return x.new_zeros(T, h).index_add(0, tok, out), offs
+
+    y, offs = block()
+    gy = torch.randn_like(y)
+    xg = torch.randn(m_pad, h, device=dev, dtype=dt, generator=g0).requires_grad_(True)
+    gg = torch.randn_like(experts_mm(xg, offs))
+    a1, a2 = torch.randn(n, h, device=dev, dtype=dt, generator=g0), torch.randn(n, f, device=dev, dtype=dt, generator=g0)
+    d1, d2 = w1[0].detach(), w2[0].detach()
+    return {"block_fwd_s": t(block),
+            "block_fwdbwd_s": t(lambda: torch.autograd.grad(block()[0], (x, wr, w1, w2), gy)),
+            "grouped_fwd_s": t(lambda: experts_mm(xg, offs)),
+            "grouped_fwdbwd_s": t(lambda: torch.autograd.grad(experts_mm(xg, offs), (xg, w1, w2), gg)),
+            "dense_fwd_s": t(lambda: (a1 @ d1, a2 @ d2))}
+
+
+def moe_layer(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """One MoE layer's routed experts, forward and backward, as torchtitan computes them: router GEMM, softmax
+    top-k, expert ids to this rank's experts, sort, padded permute (groups aligned to ALIGN_M rows), two
+    `torch._grouped_mm` with SwiGLU between, weighted unpermute (index_add). Timed whole and as its two
+    grouped GEMMs with SwiGLU alone, beside the same rows as one dense GEMM per projection: what the
+    non-GEMM work and the grouping cost over the dense curve."""
+    t = timer(dev, 3, 10)
+    rows = []
+    for name, hidden, inter, experts, k, local in MOE_LAYERS[:1] if smoke else MOE_LAYERS:
+        h, f, E, L = (64, 32, 8, 8) if smoke else (hidden, inter, experts, local)
+        for T in (64,) if smoke else (4096, 16384):
+            row: dict[str, Any] = {"model": name, "tokens": T, "hidden": h, "expert_ffn": f, "experts": E,
+                                   "top_k": k, "local_experts": L, "expert_flops": 2.0 * T * k * 3 * h * f}
+            try:
+                row.update(_moe_times(t, dev, h, f, E, k, L, T))
+                row["grouped_fwd_tflops"] = row["expert_flops"] / row["grouped_fwd_s"] / 1e12
+                row["dense_fwd_tflops"] = row["expert_flops"] / row["dense_fwd_s"] / 1e12
+                print(f"  {name} T={T}: block {row['block_fwdbwd_s'] * 1e3:.2f} ms fwd+bwd, grouped "
+                      f"{row['grouped_fwdbwd_s'] * 1e3:.2f} ms, dense fwd {row['dense_fwd_s'] * 1e3:.2f} ms", flush=True)
+            except Exception as e:  # CPU builds without _grouped_mm backward, sm < 90
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+            rows.append(row)
+            if dev == "cuda":
+                torch.cuda.empty_cache()
     return rows
 
 
@@ -331,7 +475,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
-    ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv")
+    ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv,"
+                    "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks behind data/device/<device>-<date>/, as run on a one-GPU machine (repository root as the
-# working directory; results go to $OUT, default ./device-out). KERNELS=0 / CPU=0 skip steps 1-2 / 4;
+# working directory; results go to $OUT, default ./device-out). KERNELS=0 / PROBE=0 / CPU=0 skip steps 1 / 2 / 4 (PROBE_SECTIONS picks the probe's sections);
 # CAPTURES="layout hidden seq micro-batch;..." replaces step 3's list (CAPTURES=none skips it). No distscope install is needed there:
 # src/ is put on PYTHONPATH; `trace capture` needs mlc-chakra (and protobuf >= its generated code's).
 #   1. distscope measure kernels (the GPU sweep: GEMM bf16/fp16/fp8, SDPA attention, element-wise)
@@ -25,7 +25,9 @@ cat "$OUT/env.txt"
 if [ "${KERNELS:-1}" = 1 ]; then
 timeout 240 python3 -m distscope measure kernels --out "$OUT/kernels.json" > "$OUT/kernels.log" 2>&1
 stamp "kernels rc=$?"; tail -9 "$OUT/kernels.log"
-timeout 180 python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv}"
+fi
+if [ "${PROBE:-1}" = 1 ]; then
+timeout "${PROBE_TIMEOUT_S:-300}" python3 benchmarks/device_probe.py --out "$OUT/probe.json" --sections "${PROBE_SECTIONS:-grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv}"
 stamp "probe rc=$?"
 fi
 
@@ -53,5 +55,5 @@ for n in 2 8; do
 done
 fi
 # the raw files only: linked traces and .et files are rebuilt from them
-tar czf "$OUT/captures.tar.gz" -C $caps --exclude='linked.*.json' --exclude='*.et' --exclude=chakra .
+[ -z "$(ls -A $caps)" ] || tar czf "$OUT/captures.tar.gz" -C $caps --exclude='linked.*.json' --exclude='*.et' --exclude=chakra .
 ls -la "$OUT"
