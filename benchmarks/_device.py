@@ -35,7 +35,7 @@ HOSTS = {
 
 
 # every session folder, in the order they were made: their run ids' D1, D2, ...
-SESSIONS = ("nvidia-h200-2026-11-26", "nvidia-h100-2026-11-26")
+SESSIONS = ("nvidia-h200-2026-11-26", "nvidia-h100-2026-11-26", "nvidia-h100-2026-11-27")
 
 
 def sessions() -> list[Path]:
@@ -51,10 +51,14 @@ def host(data: Path) -> Host:
 
 
 _MODELS = {"resnet50": "RN50", "resnext101_32x4d": "RNXT101"}
+# probe.json's dtype label -> (module_runs input spelling, its description)
+_DTYPES = {"bf16-autocast": ("bf16", "bf16 autocast"), "tf32": ("tf32", "fp32 weights, TF32 tensor cores on"),
+           "fp32": ("fp32", "fp32 weights, TF32 off")}
 
 
 def write_module_runs(data: Path) -> Path:
-    """module_runs.csv from probe.json's training steps: the session's D number is its place in sessions()."""
+    """module_runs.csv from probe.json's training steps ("modules" and "modules_precision"): the session's D
+    number is its place in sessions()."""
     h, probe = host(data), json.loads((data / "probe.json").read_text())
     tag = f"D{SESSIONS.index(data.name) + 1}"
     cols = ["run_id", "source", "model", "input", "gpu", "num_gpus", "gpus_per_node", "intra_node_GBps",
@@ -64,16 +68,16 @@ def write_module_runs(data: Path) -> Path:
     with out.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(cols)
-        for r in probe["modules"]["rows"]:
+        for r in (r for sec in ("modules", "modules_precision") for r in probe.get(sec, {}).get("rows", [])):
             if r["mode"] != "train":
                 continue
-            b = r["batch"]
-            w.writerow([f"{tag}-{h.short}-{_MODELS[r['model']]}-BF16-B{b}",
+            b, (dt, how) = r["batch"], _DTYPES[r.get("dtype", "bf16-autocast")]
+            w.writerow([f"{tag}-{h.short}-{_MODELS[r['model']]}-{dt.upper()}-B{b}",
                         f"{tag} distscope device run: one {h.short} (data/device/{data.name})",
-                        f"torch:examples/modules/resnet.py:{r['model']}", f"x:{b}x3x{r['resolution']}x{r['resolution']}:bf16",
+                        f"torch:examples/modules/resnet.py:{r['model']}", f"x:{b}x3x{r['resolution']}x{r['resolution']}:{dt}",
                         h.device, 1, 8, h.intra_node_GBps, h.inter_node_GBps_per_gpu, 1, 0, b, f"{r['step_s']:.6f}",
                         "median of 15 CUDA-event-timed steps after 5 warm-up", f"{r['images_per_s']:.0f} img/s",
-                        "benchmarks/device_probe.py modules: forward, backward, SGD momentum; bf16 autocast, channels-last, "
+                        f"benchmarks/device_probe.py modules: forward, backward, SGD momentum; {how}, channels-last, "
                         f"cudnn.benchmark, synthetic data on the GPU; torch {probe['torch']}"])
     return out
 

@@ -27,7 +27,9 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   convolutions, fp16 forward at batch 2.
 - modules_precision: the modules' training steps in fp32 weights with TF32 on and off.
 - moe_layer: one MoE layer's routed experts forward and backward as torchtitan runs them (router, top-k,
-  permute, two grouped GEMMs, unpermute), beside the grouped GEMMs alone and one dense GEMM per projection.
+  permute, two grouped GEMMs, unpermute), beside the grouped GEMMs alone and one dense GEMM per projection;
+  moe_stages: its router, index, permute and unpermute stages timed one by one.
+- module_profile: the modules' training steps under torch.profiler, device time per kernel name.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -358,6 +360,108 @@ def moe_layer(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def module_profile(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Where a training step's GPU time goes: torch.profiler (CUDA activity) over 3 steps of ResNet-50 and
+    ResNeXt-101 32x4d at batch 128 (bf16 autocast, TF32, fp32; channels-last, cudnn.benchmark, SGD momentum)
+    after 5 warm-up steps; one row per kernel name with its calls and device time per step."""
+    import resnet
+    from torch.profiler import ProfilerActivity, profile
+
+    rows: list[dict[str, Any]] = []
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if dev == "cuda" else [ProfilerActivity.CPU]
+    torch.backends.cudnn.benchmark = True
+    for factory in ("resnet50",) if smoke else ("resnet50", "resnext101_32x4d"):
+        for label in ("bf16-autocast",) if smoke else ("bf16-autocast", "tf32", "fp32"):
+            torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
+            model = getattr(resnet, factory)().to(dev).to(memory_format=torch.channels_last)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+            b, res = (2, 32) if smoke else (128, 224)
+            x = torch.randn(b, 3, res, res, device=dev).to(memory_format=torch.channels_last)
+            y = torch.randint(0, 1000, (b,), device=dev)
+
+            def step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt,
+                     amp: bool = label == "bf16-autocast") -> None:
+                opt.zero_grad(set_to_none=True)
+                with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+
+            for _ in range(5):
+                step()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            with profile(activities=acts) as prof:
+                for _ in range(3):
+                    step()
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+            for e in prof.key_averages():
+                t = getattr(e, "self_device_time_total", 0.0) if dev == "cuda" else e.self_cpu_time_total
+                if t > 0:
+                    rows.append({"model": factory, "dtype": label, "batch": b, "kernel": e.key[:240],
+                                 "calls_per_step": e.count / 3, "us_per_step": t / 3})
+            total = sum(r["us_per_step"] for r in rows if r["model"] == factory and r["dtype"] == label)
+            print(f"  {factory} {label}: {total / 1e3:.2f} ms of kernels per step", flush=True)
+            del model, opt
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return rows
+
+
+def moe_stages(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """moe_layer's block split into its stages, each timed forward and forward + backward on its own inputs:
+    router (GEMM, softmax, top-k), index (sort, per-expert counts, padded destinations; no gradient),
+    permute (gather of the routed rows into the padded buffer), experts (the two grouped GEMMs and SwiGLU),
+    unpermute (gather back, weight, index_add into the tokens). Qwen3-30B-A3B and DeepSeek-V3 (32 local
+    experts) at 16k tokens."""
+    t = timer(dev, 3, 10)
+    dt, rows = torch.bfloat16, []
+    for name, hidden, _, experts, k, local in (MOE_LAYERS[:1] if smoke else (MOE_LAYERS[0], MOE_LAYERS[3])):
+        h, E, L, T = (64, 8, 8, 64) if smoke else (hidden, experts, local, 16384)
+        n, m_pad = T * k, T * k + ALIGN_M * L
+        g0 = torch.Generator(device=dev).manual_seed(0)
+        x = torch.randn(T, h, device=dev, dtype=dt, generator=g0).requires_grad_(True)
+        wr = (torch.randn(E, h, device=dev, dtype=dt, generator=g0) * h ** -0.5).requires_grad_(True)
+
+        def router(x: torch.Tensor = x, wr: torch.Tensor = wr, k: int = k) -> tuple[torch.Tensor, torch.Tensor]:
+            return (x @ wr.t()).float().softmax(-1).topk(k, dim=-1)
+
+        def index(topi: torch.Tensor, L: int = L, n: int = n, k: int = k) -> tuple[torch.Tensor, ...]:
+            ids = (topi % L).flatten()
+            sorted_ids, order = ids.sort(stable=True)
+            counts = torch.zeros(L, device=ids.device, dtype=torch.long).scatter_add_(0, ids, torch.ones_like(ids))
+            padded = (counts + ALIGN_M - 1) // ALIGN_M * ALIGN_M
+            pstart, start = padded.cumsum(0) - padded, counts.cumsum(0) - counts
+            dest = pstart[sorted_ids] + torch.arange(n, device=ids.device) - start[sorted_ids]
+            return dest, order // k, order, padded.cumsum(0).to(torch.int32)
+
+        topv, topi = router()
+        dest, tok, order, _ = index(topi)
+        wts = topv.flatten()[order, None].to(dt).detach().requires_grad_(True)
+        out = torch.randn(m_pad, h, device=dev, dtype=dt, generator=g0).requires_grad_(True)
+
+        def permute(x: torch.Tensor = x, dest: torch.Tensor = dest, tok: torch.Tensor = tok,
+                    m_pad: int = m_pad) -> torch.Tensor:
+            return x.new_zeros(m_pad, x.shape[1]).index_copy(0, dest, x[tok])
+
+        def unpermute(out: torch.Tensor = out, dest: torch.Tensor = dest, tok: torch.Tensor = tok,
+                      wts: torch.Tensor = wts, T: int = T) -> torch.Tensor:
+            return out.new_zeros(T, out.shape[1]).index_add(0, tok, out[dest] * wts)
+
+        row: dict[str, Any] = {"model": name, "tokens": T, "hidden": h, "top_k": k, "local_experts": L,
+                               "routed_row_bytes": float(n * h * 2)}
+        gr, gp, gu = torch.randn(T, k, device=dev), torch.randn(m_pad, h, device=dev, dtype=dt), torch.randn_like(x)
+        for stage, fn, wrt, g in (("router", lambda: router()[0], (x, wr), gr), ("permute", permute, (x,), gp),
+                                  ("unpermute", unpermute, (out, wts), gu)):
+            row[f"{stage}_fwd_s"] = t(fn)
+            row[f"{stage}_fwdbwd_s"] = t(lambda fn=fn, wrt=wrt, g=g: torch.autograd.grad(fn(), wrt, g))
+        row["index_fwd_s"] = t(lambda topi=topi: index(topi))
+        rows.append(row)
+        print(f"  {name}: " + ", ".join(f"{k_} {v * 1e3:.2f} ms" for k_, v in row.items() if k_.endswith("_s")), flush=True)
+    return rows
+
+
 def codec(dev: str, smoke: bool) -> list[dict[str, Any]]:
     from distscope.compress.quantize import QuantConfig, decode, encode
 
@@ -476,7 +580,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
     ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv,"
-                    "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer")
+                    "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer,moe_stages,module_profile")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {
