@@ -34,8 +34,10 @@ HOSTS = {
 }
 
 
-# every session folder, in the order they were made: their run ids' D1, D2, ...
-SESSIONS = ("nvidia-h200-2026-11-26", "nvidia-h100-2026-11-26", "nvidia-h100-2026-11-27")
+# every session folder, in the order they were made (their run ids' D1, D2, ...), and the name of its
+# benchmarks/results/ file (device_check.py)
+SESSIONS = {"nvidia-h200-2026-11-26": "device_check_h200", "nvidia-h100-2026-11-26": "device_check_h100",
+            "nvidia-h100-2026-11-27": "device_check_h100_2026_11_27"}
 
 
 def sessions() -> list[Path]:
@@ -60,7 +62,7 @@ def write_module_runs(data: Path) -> Path:
     """module_runs.csv from probe.json's training steps ("modules" and "modules_precision"): the session's D
     number is its place in sessions()."""
     h, probe = host(data), json.loads((data / "probe.json").read_text())
-    tag = f"D{SESSIONS.index(data.name) + 1}"
+    tag = f"D{list(SESSIONS).index(data.name) + 1}"
     cols = ["run_id", "source", "model", "input", "gpu", "num_gpus", "gpus_per_node", "intra_node_GBps",
             "inter_node_GBps_per_gpu", "dp", "zero", "global_batch", "measured_step_time_s", "step_time_basis",
             "reported", "notes"]

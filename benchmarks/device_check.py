@@ -13,7 +13,12 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   the estimator assumes for a GPU codec (compress/spec.py GPU_QUANT_GBps).
 - FP8 grouped GEMM and MLA attention: the routed experts in FP8 against torch._scaled_grouped_mm, and
   DeepSeek-V3's MLA head shapes against SDPA, where the session measured them.
-- Convolutions: ResNet-50's layers on the implicit-GEMM pricing against cuDNN, where measured.
+- Convolutions: ResNet-50's layers on the implicit-GEMM pricing against cuDNN, where measured; by precision
+  (fp32, TF32, fp16), kind (1x1, kxk, stem, grouped, depthwise) and pass, where measured (_device_layers.py).
+- Where a training step's GPU time goes: torch.profiler kernel time by category (convolution forward and
+  backward, batch norm, other element-wise, GEMM, optimizer) against the module model's ops.
+- One MoE layer's routed experts as an eager torchtitan-style block: its grouped GEMMs and the rest (router,
+  top-k, sort, permute, unpermute) against the layer model's pricing.
 - Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
   streaming rate) against torch.nn.EmbeddingBag, where the session measured it.
 - FP8 scaling recipes: torch._scaled_mm with per-tensor, row-wise and block-wise scales, where measured
@@ -37,7 +42,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _device import Host, host, sessions
+from _device import SESSIONS, Host, host, sessions
+from _device_layers import conv_layers, conv_pair_s, module_profile, moe
 from _results import save
 from distscope.compress.spec import GPU_QUANT_GBps
 from distscope.dtypes import DType
@@ -154,7 +160,7 @@ def modules(data: Path) -> dict[str, Any]:
         print(f"  {r['run_id']:28s} measured {r['measured_s'] * 1e3:7.2f} ms  predicted {r['predicted_s'] * 1e3:7.2f} ms  "
               f"{r['error_pct']:+.1f}%")
     b256 = [r["error_pct"] for r in rows if r["run_id"].endswith("-B256")]
-    return {"all": _stats([r["error_pct"] for r in rows]), "batch_256": _stats(b256), "rows": rows}
+    return {"all": _stats([r["error_pct"] for r in rows]), "batch_256": _stats(b256) if b256 else None, "rows": rows}
 
 
 def codec(probe: dict[str, Any]) -> dict[str, Any]:
@@ -201,16 +207,6 @@ def conv(probe: dict[str, Any], h: Host) -> dict[str, Any]:
             errs += [_pct(f, r["fwd_s"]), _pct(b, r["bwd_s"])]
         out[label] = _stats(errs)
     return out
-
-
-def conv_pair_s(r: dict[str, Any], dev: Any, dt: DType) -> tuple[float, float]:
-    """(forward, backward) of one measured convolution row as efficiency.conv_time_s prices it at σ = 1."""
-    m, n, k, taps = r["batch"] * r["h_out"] ** 2, r["c_out"], r["c_in"] * r["kernel"] ** 2, r["kernel"] ** 2
-    nbytes = dt.bytes * (r["batch"] * r["h_in"] ** 2 * r["c_in"] + m * n + k * n)
-    kw = dict(groups=1, peak_flops=dev.flops(dt), cuda_core_flops=dev.flops(DType.FP32), hbm_Bps=dev.hbm_Bps,
-              eta_max=kernel_data.gemm_ceiling(dev.name, dt))
-    fwd = eff.conv_time_s(m, n, k, taps, 2.0 * m * n * k, nbytes, **kw)
-    return fwd, eff.conv_time_s(m, n, k, taps, 4.0 * m * n * k, 2 * nbytes, **kw)
 
 
 def embedding(probe: dict[str, Any], h: Host) -> dict[str, Any]:
@@ -284,27 +280,19 @@ def captures(data: Path, h: Host) -> dict[str, Any]:
 
 
 def check(data: Path) -> None:
+    """Every comparison the session's files allow (a probe-only session has no kernels.json or captures)."""
     h = host(data)
     print(f"== {data.name} ({h.device})")
-    kernels = json.loads((data / "kernels.json").read_text())["kernels"]
     probe = json.loads((data / "probe.json").read_text())
-    result: dict[str, Any] = {"data": str(data.relative_to(REPO)), "device": kernels["device"],
-                              "source": kernels["source"]}
-    result["gemm"] = gemm(kernels, h)
-    for dt, s in result["gemm"].items():
-        print(f"GEMM {dt}: model vs measured over {s['all']['n']} shapes: mean |err| {s['all']['mean_abs_pct']}%, "
-              f"max {s['all']['max_abs_pct']}%, signed mean {s['all']['signed_mean_pct']}% (all dims >= 1024: "
-              f"{s['all_dims_ge_1024']['mean_abs_pct']}%); best measured {s['measured_best_tflops']} vs ceiling "
-              f"{s['model_ceiling_tflops']} TFLOP/s; kernel-level kappa {s['kernel_level_kappa']}")
-    result["attention"] = attention(kernels, h)
-    for key, s in result["attention"].items():
-        if key.startswith("bf16"):
-            print(f"attention {key}: mean |err| {s['mean_abs_pct']}%, signed {s['signed_mean_pct']}%")
-    result["grouped_gemm"] = grouped(probe, h)
-    g = result["grouped_gemm"]
-    print(f"grouped GEMM (bf16 torch._grouped_mm, {g['model_vs_grouped_mm']['n']} shapes): model mean |err| "
-          f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
-          f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
+    result: dict[str, Any] = {"data": str(data.relative_to(REPO)), "device": probe["device"]}
+    if (data / "kernels.json").exists():
+        _kernel_checks(json.loads((data / "kernels.json").read_text())["kernels"], h, result)
+    if "grouped_gemm" in probe:
+        result["grouped_gemm"] = grouped(probe, h)
+        g = result["grouped_gemm"]
+        print(f"grouped GEMM (bf16 torch._grouped_mm, {g['model_vs_grouped_mm']['n']} shapes): model mean |err| "
+              f"{g['model_vs_grouped_mm']['mean_abs_pct']}% (m/group >= 2048: {g['m_per_group_ge_2048']['mean_abs_pct']}%); "
+              f"grouped / one dense GEMM median {g['grouped_over_one_dense_gemm']['median']}")
     if "grouped_gemm_fp8" in probe:
         result["grouped_gemm_fp8"] = grouped(probe, h, "grouped_gemm_fp8", DType.FP8)
         g8 = result["grouped_gemm_fp8"]
@@ -319,19 +307,57 @@ def check(data: Path) -> None:
         result["conv"] = conv(probe, h)
         print("convolutions, time model vs cuDNN (+ = model slower): " + ", ".join(
             f"{k} {v['signed_mean_pct']:+}% (mean abs {v['mean_abs_pct']}%, {v['n']})" for k, v in result["conv"].items()))
+    if any(s in probe for s in ("conv_precision", "grouped_conv", "unet_conv")):
+        result["conv_layers"] = conv_layers(probe, h.device)
+        print("isolated convolutions by precision, kind and pass, time model vs cuDNN (+ = model slower):")
+        for k, v in result["conv_layers"].items():
+            print(f"  {k:22s} {v['signed_mean_pct']:+6.1f}% (mean abs {v['mean_abs_pct']}%, {v['n']}, {v['min_pct']:+.0f}..{v['max_pct']:+.0f}%)")
+    if "module_profile" in probe:
+        result["module_profile"] = module_profile(probe, h.device)
+        print("training step kernel time by category, measured (torch.profiler) / model ms per step:")
+        for k, v in result["module_profile"].items():
+            print(f"  {k:32s} " + ", ".join(f"{c} {v['measured_ms'][c]:.1f}/{v['model_ms'][c]:.1f}" for c in v["measured_ms"])
+                  + f"; total {v['total_measured_ms']:.1f}/{v['total_model_ms']:.1f}")
+    if "moe_layer" in probe:
+        result["moe_layer"] = moe(probe, h.device)
+        m = result["moe_layer"]
+        print(f"MoE routed experts, eager block fwd+bwd (model vs measured): grouped GEMMs {m['experts_fwdbwd']['signed_mean_pct']:+}% "
+              f"mean, whole block {m['block']['signed_mean_pct']:+}% mean; permute + unpermute moved "
+              f"{m['permute_unpermute_bytes_multiple']} x the routed bytes (model {m['model_permute_unpermute_bytes_multiple']})")
+        for r in m["rows"]:
+            print(f"  {r['model']:16s} T={r['tokens']:5d}: experts {r['experts_fwdbwd_error_pct']:+.1f}%, rest measured "
+                  f"{r['rest_measured_ms']:.2f} ms vs model {r['rest_model_ms']:.2f} ms, block {r['block_error_pct']:+.1f}%")
     if "embedding_bag" in probe:
         result["embedding_bag"] = embedding(probe, h)
         print(f"embedding lookups: {result['embedding_bag']['summary']}")
     if "fp8_scaling" in probe:
         result["fp8_scaling"] = fp8_scaling(probe)
         print(f"fp8 scaling recipes (median throughput / per-tensor): {result['fp8_scaling']['median_over_tensorwise']}")
-    print("modules (ResNet training steps, bf16):")
-    result["modules"] = modules(data)
-    result["codec"] = codec(probe)
-    print(f"codec: {result['codec']}")
-    print("captures (simulate vs the job's own unprofiled step):")
-    result["captures"] = captures(data, h)
-    save(f"device_check_{h.short.lower()}", result)
+    if (data / "module_runs.csv").exists():
+        print("modules (ResNet training steps):")
+        result["modules"] = modules(data)
+    if "codec" in probe:
+        result["codec"] = codec(probe)
+        print(f"codec: {result['codec']}")
+    if (data / "captures.tar.gz").exists():
+        print("captures (simulate vs the job's own unprofiled step):")
+        result["captures"] = captures(data, h)
+    save(SESSIONS[data.name], result)
+
+
+def _kernel_checks(kernels: dict[str, Any], h: Host, result: dict[str, Any]) -> None:
+    """`distscope measure kernels`' GEMM and attention sweeps against the analytic model."""
+    result["source"] = kernels["source"]
+    result["gemm"] = gemm(kernels, h)
+    for dt, s in result["gemm"].items():
+        print(f"GEMM {dt}: model vs measured over {s['all']['n']} shapes: mean |err| {s['all']['mean_abs_pct']}%, "
+              f"max {s['all']['max_abs_pct']}%, signed mean {s['all']['signed_mean_pct']}% (all dims >= 1024: "
+              f"{s['all_dims_ge_1024']['mean_abs_pct']}%); best measured {s['measured_best_tflops']} vs ceiling "
+              f"{s['model_ceiling_tflops']} TFLOP/s; kernel-level kappa {s['kernel_level_kappa']}")
+    result["attention"] = attention(kernels, h)
+    for key, s in result["attention"].items():
+        if key.startswith("bf16"):
+            print(f"attention {key}: mean |err| {s['mean_abs_pct']}%, signed {s['signed_mean_pct']}%")
 
 
 def main() -> None:

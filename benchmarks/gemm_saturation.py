@@ -94,6 +94,8 @@ def _grid_errors(kappa: float) -> list[float]:
     eff.GEMM_KAPPA = kappa
     out = []
     for data in sessions():
+        if not (data / "kernels.json").exists():  # a probe-only session
+            continue
         dev = get_device(host(data).device)
         for dt_name, g in json.loads((data / "kernels.json").read_text())["kernels"]["gemm"].items():
             dt = DType(dt_name)

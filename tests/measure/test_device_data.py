@@ -215,3 +215,67 @@ def test_convolutions_on_the_implicit_gemm_model() -> None:
         assert statistics.fmean(abs(e) for e in errs) < bound, kernel
     stem = next(r for r in probe["conv"]["rows"] if r["kernel"] == 7)
     assert conv_pair_s(stem, dev, dt)[0] / stem["fwd_s"] - 1 == pytest.approx(-0.31, abs=0.1)
+
+
+H100_D3 = ROOT / "data" / "device" / "nvidia-h100-2026-11-27"
+
+
+def _layers() -> Any:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _device_layers
+
+    return _device_layers
+
+
+def test_profiled_kernel_categories() -> None:
+    """kernel_category sorts the profiler's kernel names as device_check reads them: cuDNN's implicit-GEMM
+    and FFT convolution kernels, PyTorch's and cuDNN's batch norms, cuBLAS GEMMs; host-side events are not
+    kernels."""
+    cat = _layers().kernel_category
+    assert cat("sm90_xmma_wgrad_indexed_implicit_gemm_bf16") == "conv_bwd"
+    assert cat("sm80_xmma_dgrad_implicit_gemm_tf32f32") == "conv_bwd"
+    assert cat("sm90_xmma_fprop_implicit_gemm_bf16bf16") == "conv_fwd"
+    assert cat("void fft2d_r2c_32x32<float, false, 0u, false>(float2*)") == "conv_fwd"
+    assert cat("void at::native::batch_norm_collect_statistics_channels_last_kernel<>") == "batch_norm"
+    assert cat("void cudnn::batchnorm_fwtr_nhwc_semiPersist<float>") == "batch_norm"
+    assert cat("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == "gemm"
+    assert cat("void at::native::vectorized_elementwise_kernel<8, CUDAFunctor_add>") == "elementwise"
+    assert cat("aten::convolution_backward") is None
+
+
+def test_module_model_against_the_profiled_step() -> None:
+    """The module model's ops summed (before the host-time floor) against the H100's profiled kernel time
+    per training step at batch 128: ResNet-50 bf16 autocast -12.9%, TF32 -2.2%; ResNeXt-101 32x4d bf16
+    +17.2%, TF32 +12.4% (bound 20%). fp32 is not held: -22.6% and -38.2%, where cuDNN's fp32 kernels
+    (FFT and Winograd-class among them) and fp32 element-wise work run slower than the model prices."""
+    probe = json.loads((H100_D3 / "probe.json").read_text())
+    res = _layers().module_profile(probe, H100)
+    held = {k: v for k, v in res.items() if "fp32" not in k}
+    assert len(held) == 4
+    for key, v in held.items():
+        assert abs(v["total_model_ms"] / v["total_measured_ms"] - 1) < 0.20, key
+
+
+def test_h100_tf32_and_fp32_training_steps() -> None:
+    """`estimate` of ResNet-50 / ResNeXt-101 training steps in TF32 and fp32 on one H100 (module_runs.csv of
+    the 2026-11-27 session) against the measured steps: TF32 -20.1% to +9.7% (bound 25%), fp32 -27.6% to
+    -13.1% (bound 30%: the model is too fast in fp32, see the profiled-step test)."""
+    from distscope.validate.module_rows import predict_file
+
+    res = predict_file(H100_D3 / "module_runs.csv", ROOT)
+    assert len(res) == 8
+    for r in res:
+        bound = 25.0 if "-TF32-" in r.run_id else 30.0
+        assert abs(r.error_pct) < bound, (r.run_id, r.error_pct)
+
+
+def test_moe_routed_experts_against_the_eager_block() -> None:
+    """One MoE layer's two grouped GEMMs (torch._grouped_mm, real top-k routing, forward + backward) against
+    the layer model's pricing, one GEMM per local expert on the dense curve at σ = 1: median |error| 17.3%
+    over 4 models x 2 token counts (bound 25%). The rest of the block (router, top-k, sort, permute,
+    unpermute) measured 3.5-5x what the model prices for it: reported by device_check, not held here."""
+    probe = json.loads((H100_D3 / "probe.json").read_text())
+    res = _layers().moe(probe, H100)
+    errs = [abs(r["experts_fwdbwd_error_pct"]) for r in res["rows"]]
+    assert len(errs) == 8
+    assert statistics.median(errs) < 25.0
