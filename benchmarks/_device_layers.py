@@ -118,10 +118,12 @@ def module_profile(probe: dict[str, Any], device: str) -> dict[str, Any]:
     for (model, dtype, batch), got in measured.items():
         pred = _model_categories(model, dtype, batch, device)
         cats = sorted(set(got) | set(pred))
-        out[f"{model} {dtype} b{batch}"] = {
+        total, total_model = sum(got.values()), sum(pred.values()) * 1e3
+        out[f"{model}_{dtype}_b{batch}"] = {
             "measured_ms": {c: round(got.get(c, 0.0), 2) for c in cats},
             "model_ms": {c: round(pred.get(c, 0.0) * 1e3, 2) for c in cats},
-            "total_measured_ms": round(sum(got.values()), 2), "total_model_ms": round(sum(pred.values()) * 1e3, 2)}
+            "total_measured_ms": round(total, 2), "total_model_ms": round(total_model, 2),
+            "total_error_pct": round(_pct(total_model, total), 1)}
     return out
 
 

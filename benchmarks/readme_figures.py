@@ -229,6 +229,20 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "GEMM over per-tensor scaling, median: row-wise {device_check_h100:fp8_scaling.median_over_tensorwise.rowwise:.2f}, "
      "DeepSeek-V3 1x128 / 128x128 blocks {device_check_h100:fp8_scaling.median_over_tensorwise.blockwise_1x128_128x128:.2f}",
      "`python benchmarks/device_check.py`"),
+    ("the H100 again (`data/device/nvidia-h100-2026-11-27`, probe only): ResNet-50 / ResNeXt-101 training steps "
+     "profiled kernel by kernel (torch.profiler) in bf16, TF32 and fp32, and one MoE layer's routed experts as an "
+     "eager torchtitan-style block, against the models' own ops",
+     "profiled step vs the module model's ops: ResNet-50 bf16 {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.total_error_pct:+.1f}%, "
+     "TF32 {device_check_h100_2026_11_27:module_profile.resnet50_tf32_b128.total_error_pct:+.1f}%, fp32 {device_check_h100_2026_11_27:module_profile.resnet50_fp32_b128.total_error_pct:+.1f}%; "
+     "ResNeXt-101 bf16 {device_check_h100_2026_11_27:module_profile.resnext101_32x4d_bf16-autocast_b128.total_error_pct:+.1f}%, TF32 "
+     "{device_check_h100_2026_11_27:module_profile.resnext101_32x4d_tf32_b128.total_error_pct:+.1f}%, fp32 {device_check_h100_2026_11_27:module_profile.resnext101_32x4d_fp32_b128.total_error_pct:+.1f}%; "
+     "half-precision batch norm (PyTorch's channels-last kernels) {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.measured_ms.batch_norm} ms "
+     "measured vs {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.model_ms.batch_norm} ms modelled; TF32 / fp32 steps mean abs "
+     "{device_check_h100_2026_11_27:modules.all.mean_abs_pct}% (8, model too fast); MoE block forward + backward: grouped GEMMs "
+     "{device_check_h100_2026_11_27:moe_layer.experts_fwdbwd.signed_mean_pct:+.1f}% mean, whole block {device_check_h100_2026_11_27:moe_layer.block.signed_mean_pct:+.1f}% "
+     "(permute + unpermute take {device_check_h100_2026_11_27:moe_layer.permute_unpermute_bytes_multiple.qwen3-30b-a3b}x the routed rows' bytes "
+     "at the streaming rate; the model prices 12x)",
+     "`python benchmarks/device_check.py`"),
     ("1024-NPU 64 MiB ring all-reduce (symmetric) / Llama 405B on 16,384 GPUs (compile + simulate)",
      "{simulate_speed:allreduce_1024_ring_64MiB.symmetric_wall_s:.3f} s (ASTRA-sim ~10 s) / "
      "{simulate_speed:llama405b_16384_symmetric.simulate_plus_compile_wall_s:.2f} s",

@@ -315,3 +315,15 @@ def test_ops_go_to_the_same_child_whatever_the_hash_seed() -> None:
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
                            env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout for seed in ("0", "1", "7")}
     assert len(outs) == 1
+
+
+def test_grouped_convolution_weight_gradient_costs_its_forward() -> None:
+    """torch's flop formula prices a grouped convolution's weight gradient as ungrouped (32x the forward for
+    32 groups of 4 channels); the graph counts each gradient at the forward's FLOPs (the input needs no
+    gradient here: the weight's only), and keeps torch's count for an ungrouped convolution."""
+    for groups in (32, 1):
+        g = trace_module(lambda groups=groups: torch.nn.Conv2d(128, 128, 3, padding=1, groups=groups, bias=False),
+                         parse_inputs("x:8x128x28x28:bf16"), "conv")
+        fwd = 2 * 8 * 28 * 28 * 128 * (128 // groups) * 9
+        assert g.flops(Phase.FORWARD) == fwd
+        assert g.flops(Phase.BACKWARD) == fwd
