@@ -12,7 +12,8 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
   table or the published FA2 curve for its head dim and sequence), forward or backward by phase; an
   attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
 - any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each; a
-  batch or group norm's bytes include the second read of its input its two-pass kernels make (REREADS).
+  batch or group norm's bytes include the second read of its input its two-pass kernels make (REREADS);
+  a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM.
 Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
 run ahead across the pass: max(GPU, host)).
 
@@ -79,6 +80,17 @@ class ModuleEstimate:
 REREADS = {"native_batch_norm": 1, "cudnn_batch_norm": 1, "_native_batch_norm_legit": 1, "native_group_norm": 1,
            "native_batch_norm_backward": 2, "cudnn_batch_norm_backward": 2, "native_group_norm_backward": 2}
 
+# PyTorch runs cuDNN's batch norm unless the input or the weight is bf16 (aten/src/ATen/native/Normalization.cpp,
+# _select_batch_norm_backend): fp16 under AMP (fp32 weights) and fp32 get cuDNN's persistent NHWC kernels, bf16
+# gets PyTorch's own (channels-last: a Welford statistics pass, then the transform; backward a reduction, then
+# the element-wise pass). Those reach a lower share of HBM bandwidth: on an H100 (data/device/
+# nvidia-h100-2026-11-27, module_profile, training steps at batch 128) ResNet-50's bf16 batch norms took 14.1 ms
+# and ResNeXt-101's 27.0 ms, where their bytes (with REREADS) at MEM_ETA take 8.9 and 17.1 ms: 0.51 of the HBM
+# bandwidth in both, while the fp32 steps' cuDNN batch norms took 16.0 and 30.4 ms against 17.4 and 33.3 at
+# MEM_ETA. A kernel-level measurement, taken as one (benchmarks/device_check.py prints it).
+NATIVE_BN_MEM_ETA = 0.50
+NATIVE_BATCH_NORMS = frozenset({"native_batch_norm", "_native_batch_norm_legit", "native_batch_norm_backward"})
+
 
 def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     """One op's GPU time (module docstring)."""
@@ -91,7 +103,10 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
         return attention_s(op.attn, op.phase, device, dt)
     if op.kind is OpKind.ATTENTION:
         return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
-    return eff.elementwise_s(device, op.bytes + REREADS.get(op.name, 0) * op.in_bytes, 1)
+    t = eff.elementwise_s(device, op.bytes + REREADS.get(op.name, 0) * op.in_bytes, 1)
+    if dt is DType.BF16 and op.name in NATIVE_BATCH_NORMS:
+        return t * eff.MEM_ETA / NATIVE_BN_MEM_ETA
+    return t
 
 
 @dataclasses.dataclass(frozen=True)
