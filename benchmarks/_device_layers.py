@@ -20,7 +20,8 @@ from distscope.system.device import Device, get_device
 from distscope.workload.module_graph import OpKind, load_factory, parse_inputs, trace_module
 
 REPO = Path(__file__).resolve().parents[1]
-_DT = {"bf16": DType.BF16, "fp16": DType.FP16, "tf32": DType.TF32, "fp32": DType.FP32, "bf16-autocast": DType.BF16}
+_DT = {"bf16": DType.BF16, "fp16": DType.FP16, "tf32": DType.TF32, "fp32": DType.FP32, "bf16-autocast": DType.BF16,
+       "fp16-autocast": DType.FP16}
 
 
 def _pct(model: float, measured: float) -> float:
@@ -81,14 +82,15 @@ def kernel_category(name: str) -> str | None:
     checks: tuple[tuple[str, Callable[[str], bool]], ...] = (
         ("conv_bwd", lambda k: "wgrad" in k or "dgrad" in k),
         ("conv_fwd", lambda k: "fprop" in k or "convolve" in k or "fft2d" in k or "nhwcaddpadding" in k),
-        ("batch_norm", lambda k: "batch_norm" in k or "batchnorm" in k),
+        ("batch_norm", lambda k: "batch_norm" in k or "batchnorm" in k or "cudnn::bn_" in k),
+        ("layout", lambda k: "nchwtonhwc" in k or "nhwctonchw" in k),
         ("optimizer", lambda k: "multi_tensor" in k),
         ("gemm", lambda k: any(s in k for s in ("nvjet", "gemm", "cublas", "cutlass", "xmma"))),
     )
     return next((cat for cat, hit in checks if hit(k)), "elementwise")
 
 
-def _model_categories(model: str, dtype: str, batch: int, device: str) -> dict[str, float]:
+def _model_categories(model: str, dtype: str, batch: int, layout: str, device: str) -> dict[str, float]:
     factory, name = load_factory(f"torch:{REPO / 'examples/modules/resnet.py'}:{model}")
     graph = trace_module(factory, parse_inputs(f"x:{batch}x3x224x224:{_DT[dtype].value}"), name)
     dev = get_device(device)
@@ -109,21 +111,26 @@ def module_profile(probe: dict[str, Any], device: str) -> dict[str, Any]:
     per-op prices (module_estimate.op_s, before the host-time floor), in ms per step. Each half-precision
     batch norm is PyTorch's own channels-last kernels (a Welford statistics pass, then the transform); fp32
     and TF32 get cuDNN's persistent NHWC kernels: which one runs is the software's choice, not the traced op's."""
-    measured: dict[tuple[str, str, int], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for r in probe.get("module_profile", {}).get("rows", []):
+    measured: dict[tuple[str, str, int, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    steps: dict[tuple[str, str, int, str], float] = {}
+    for r in probe.get("module_profile", {}).get("rows", []) + probe.get("module_profile_layouts", {}).get("rows", []):
         cat = kernel_category(r["kernel"])
+        key = (r["model"], r["dtype"], r["batch"], r.get("layout", "nhwc"))
+        steps[key] = r.get("step_s", 0.0)
         if cat is not None:
-            measured[(r["model"], r["dtype"], r["batch"])][cat] += r["us_per_step"] / 1e3
+            measured[key][cat] += r["us_per_step"] / 1e3
     out: dict[str, Any] = {}
-    for (model, dtype, batch), got in measured.items():
-        pred = _model_categories(model, dtype, batch, device)
+    for (model, dtype, batch, layout), got in measured.items():
+        pred = _model_categories(model, dtype, batch, layout, device)
         cats = sorted(set(got) | set(pred))
         total, total_model = sum(got.values()), sum(pred.values()) * 1e3
-        out[f"{model}_{dtype}_b{batch}"] = {
+        out[f"{model}_{dtype}_b{batch}" + ("_nchw" if layout == "nchw" else "")] = {
             "measured_ms": {c: round(got.get(c, 0.0), 2) for c in cats},
             "model_ms": {c: round(pred.get(c, 0.0) * 1e3, 2) for c in cats},
             "total_measured_ms": round(total, 2), "total_model_ms": round(total_model, 2),
             "total_error_pct": round(_pct(total_model, total), 1)}
+        if steps[(model, dtype, batch, layout)]:  # the unprofiled step, where the section timed it
+            out[list(out)[-1]]["step_ms"] = round(steps[(model, dtype, batch, layout)] * 1e3, 2)
     return out
 
 

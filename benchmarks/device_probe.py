@@ -29,7 +29,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
 - moe_layer: one MoE layer's routed experts forward and backward as torchtitan runs them (router, top-k,
   permute, two grouped GEMMs, unpermute), beside the grouped GEMMs alone and one dense GEMM per projection;
   moe_stages: its router, index, permute and unpermute stages timed one by one.
-- module_profile: the modules' training steps under torch.profiler, device time per kernel name.
+- module_profile: the modules' training steps under torch.profiler, device time per kernel name;
+  module_profile_layouts: the same for fp16 autocast and NCHW, as DeepLearningExamples' published runs.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -360,53 +361,70 @@ def moe_layer(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return rows
 
 
-def module_profile(dev: str, smoke: bool) -> list[dict[str, Any]]:
-    """Where a training step's GPU time goes: torch.profiler (CUDA activity) over 3 steps of ResNet-50 and
-    ResNeXt-101 32x4d at batch 128 (bf16 autocast, TF32, fp32; channels-last, cudnn.benchmark, SGD momentum)
-    after 5 warm-up steps; one row per kernel name with its calls and device time per step."""
+def _profile_rows(dev: str, smoke: bool, configs: tuple[tuple[str, str, str], ...]) -> list[dict[str, Any]]:
+    """torch.profiler (CPU + CUDA activity) over 3 training steps at batch 128 after 5 warm-up steps, for each
+    (model, precision, layout): one row per event name with its calls and device time per step (host-side
+    events included: their names start with aten::, Optimizer. ...), and the unprofiled step's time."""
     import resnet
     from torch.profiler import ProfilerActivity, profile
 
     rows: list[dict[str, Any]] = []
     acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if dev == "cuda" else [ProfilerActivity.CPU]
     torch.backends.cudnn.benchmark = True
-    for factory in ("resnet50",) if smoke else ("resnet50", "resnext101_32x4d"):
-        for label in ("bf16-autocast",) if smoke else ("bf16-autocast", "tf32", "fp32"):
-            torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
-            model = getattr(resnet, factory)().to(dev).to(memory_format=torch.channels_last)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-            b, res = (2, 32) if smoke else (128, 224)
-            x = torch.randn(b, 3, res, res, device=dev).to(memory_format=torch.channels_last)
-            y = torch.randint(0, 1000, (b,), device=dev)
+    t = timer(dev, 3, 10)
+    for factory, label, layout in configs[:1] if smoke else configs:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
+        fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+        model = getattr(resnet, factory)().to(dev).to(memory_format=fmt)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        b, res = (2, 32) if smoke else (128, 224)
+        x = torch.randn(b, 3, res, res, device=dev).to(memory_format=fmt)
+        y = torch.randint(0, 1000, (b,), device=dev)
+        amp = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}.get(label)
 
-            def step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt,
-                     amp: bool = label == "bf16-autocast") -> None:
-                opt.zero_grad(set_to_none=True)
-                with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
+        def step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt,
+                 amp: Any = amp) -> None:
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(dev, dtype=amp or torch.bfloat16, enabled=amp is not None):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
 
-            for _ in range(5):
+        step_s = t(step)
+        if dev == "cuda":
+            torch.cuda.synchronize()
+        with profile(activities=acts) as prof:
+            for _ in range(3):
                 step()
             if dev == "cuda":
                 torch.cuda.synchronize()
-            with profile(activities=acts) as prof:
-                for _ in range(3):
-                    step()
-                if dev == "cuda":
-                    torch.cuda.synchronize()
-            for e in prof.key_averages():
-                t = getattr(e, "self_device_time_total", 0.0) if dev == "cuda" else e.self_cpu_time_total
-                if t > 0:
-                    rows.append({"model": factory, "dtype": label, "batch": b, "kernel": e.key[:240],
-                                 "calls_per_step": e.count / 3, "us_per_step": t / 3})
-            total = sum(r["us_per_step"] for r in rows if r["model"] == factory and r["dtype"] == label)
-            print(f"  {factory} {label}: {total / 1e3:.2f} ms of kernels per step", flush=True)
-            del model, opt
+        n0 = len(rows)
+        for e in prof.key_averages():
+            us = getattr(e, "self_device_time_total", 0.0) if dev == "cuda" else e.self_cpu_time_total
+            if us > 0:
+                rows.append({"model": factory, "dtype": label, "layout": layout, "batch": b, "kernel": e.key[:240],
+                             "calls_per_step": e.count / 3, "us_per_step": us / 3, "step_s": step_s})
+        total = sum(r["us_per_step"] for r in rows[n0:])
+        print(f"  {factory} {label} {layout}: step {step_s * 1e3:.2f} ms; {total / 1e3:.2f} ms of events", flush=True)
+        del model, opt
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cuda.matmul.allow_tf32 = False
     return rows
+
+
+def module_profile(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Where a training step's GPU time goes: ResNet-50 and ResNeXt-101 32x4d at batch 128 in bf16 autocast,
+    TF32 and fp32, channels-last (_profile_rows)."""
+    return _profile_rows(dev, smoke, tuple((m, d, "nhwc") for m in ("resnet50", "resnext101_32x4d")
+                                           for d in ("bf16-autocast", "tf32", "fp32")))
+
+
+def module_profile_layouts(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """The precisions and layouts NVIDIA DeepLearningExamples' published ResNet runs use: fp16 autocast
+    (fp32 weights: cuDNN's batch norm) channels-last, and TF32 and fp16 in NCHW (_profile_rows)."""
+    return _profile_rows(dev, smoke, (("resnet50", "fp16-autocast", "nhwc"), ("resnet50", "tf32", "nchw"),
+                                      ("resnet50", "fp16-autocast", "nchw"), ("resnext101_32x4d", "fp16-autocast", "nhwc"),
+                                      ("resnext101_32x4d", "tf32", "nchw")))
 
 
 def moe_stages(dev: str, smoke: bool) -> list[dict[str, Any]]:
@@ -580,7 +598,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
     ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv,"
-                    "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer,moe_stages,module_profile")
+                    "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer,moe_stages,module_profile,"
+                    "module_profile_layouts")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {

@@ -245,15 +245,20 @@ def test_profiled_kernel_categories() -> None:
 
 def test_module_model_against_the_profiled_step() -> None:
     """The module model's ops summed (before the host-time floor) against the H100's profiled kernel time
-    per training step at batch 128: ResNet-50 bf16 autocast +3.2%, TF32 -2.2%; ResNeXt-101 32x4d bf16
-    +1.5%, TF32 -10.6% (bound 20%). The bf16 totals are in sample for one term: their batch norms set
-    module_estimate.NATIVE_BN_MEM_ETA (without it, -12.9% and -14.9%). fp32 is not held: -22.6% and -58.0%,
-    where cuDNN's fp32 kernels (FFT and Winograd-class among them) and fp32 element-wise work run slower
-    than the model prices."""
+    per training step at batch 128, channels-last: ResNet-50 bf16 autocast +3.2%, TF32 -2.2%; ResNeXt-101
+    32x4d bf16 +1.5%, TF32 -10.6% (bound 20%). The bf16 totals are in sample for one term: their batch
+    norms set module_estimate.NATIVE_BN_MEM_ETA (without it, -12.9% and -14.9%). fp16 autocast keeps fp32
+    weights, so PyTorch runs cuDNN's batch norm and the model prices it at the streaming rate, unchanged:
+    +7.0% and +2.7% (bound 10%), measured after the bf16 term was set. fp32 is not held: -22.6% and -58.0%
+    (cuDNN's fp32 kernels, FFT and Winograd-class among them, and their layout transforms); nor is NCHW
+    (layout transforms and cuDNN's NCHW batch norm: the model has no memory format)."""
     probe = json.loads((H100_D3 / "probe.json").read_text())
     res = _layers().module_profile(probe, H100)
-    held = {k: v for k, v in res.items() if "fp32" not in k}
-    assert len(held) == 4
+    held = {k: v for k, v in res.items() if "fp32" not in k and "nchw" not in k}
+    fp16 = {k: v for k, v in held.items() if "fp16" in k}
+    assert len(held) == 6 and len(fp16) == 2
+    for key, v in fp16.items():
+        assert abs(v["total_model_ms"] / v["total_measured_ms"] - 1) < 0.10, key
     for key, v in held.items():
         assert abs(v["total_model_ms"] / v["total_measured_ms"] - 1) < 0.20, key
 
