@@ -28,7 +28,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
 - modules_precision: the modules' training steps in fp32 weights with TF32 on and off.
 - moe_layer: one MoE layer's routed experts forward and backward as torchtitan runs them (router, top-k,
   permute, two grouped GEMMs, unpermute), beside the grouped GEMMs alone and one dense GEMM per projection;
-  moe_stages: its router, index, permute and unpermute stages timed one by one.
+  moe_stages: its router, index, permute and unpermute stages timed one by one; moe_fused_permute: the
+  same permute and unpermute as Transformer Engine's fused kernels, where it is installed.
 - module_profile: the modules' training steps under torch.profiler, device time per kernel name;
   module_profile_layouts: the same for fp16 autocast and NCHW, as DeepLearningExamples' published runs.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
@@ -480,6 +481,53 @@ def moe_stages(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def _fused_permute_times(t: Callable[[Callable[[], Any]], float], dev: str, h: int, E: int, k: int, L: int,
+                         T: int) -> dict[str, float]:
+    """moe_fused_permute's timings of one shape (its docstring)."""
+    from transformer_engine.pytorch import moe_permute, moe_unpermute
+
+    g0 = torch.Generator(device=dev).manual_seed(0)
+    x = torch.randn(T, h, device=dev, dtype=torch.bfloat16, generator=g0).requires_grad_(True)
+    topi = torch.rand(T, E, device=dev, generator=g0).topk(k, dim=-1).indices % L
+    mask = torch.zeros(T, L, device=dev, dtype=torch.bool).scatter_(1, topi, True)
+    probs = (torch.rand(T, L, device=dev, generator=g0) * mask).requires_grad_(True)
+    n = int(mask.sum())
+
+    def permute() -> Any:
+        return moe_permute(x, mask, num_out_tokens=n, map_type="mask")
+
+    out, row_map = permute()
+    go = torch.randn_like(out)
+    y = out.detach().requires_grad_(True)
+
+    def unpermute() -> Any:
+        return moe_unpermute(y, row_map, merging_probs=probs, map_type="mask")
+
+    gb = torch.randn_like(unpermute())
+    return {"permute_fwd_s": t(permute), "permute_fwdbwd_s": t(lambda: torch.autograd.grad(permute()[0], (x,), go)),
+            "unpermute_fwd_s": t(unpermute),
+            "unpermute_fwdbwd_s": t(lambda: torch.autograd.grad(unpermute(), (y, probs), gb))}
+
+
+def moe_fused_permute(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Transformer Engine's fused MoE permute and unpermute (`moe_permute` / `moe_unpermute` with a routing
+    mask, what Megatron-Core's --moe-permute-fusion runs), forward and forward + backward, on moe_stages'
+    shapes; the row records the error where Transformer Engine is not installed."""
+    t = timer(dev, 3, 10)
+    rows: list[dict[str, Any]] = []
+    for name, hidden, _, experts, k, local in (MOE_LAYERS[:1] if smoke else (MOE_LAYERS[0], MOE_LAYERS[3])):
+        h, E, L, T = (64, 8, 8, 64) if smoke else (hidden, experts, local, 16384)
+        row: dict[str, Any] = {"model": name, "tokens": T, "hidden": h, "top_k": k, "local_experts": L,
+                               "routed_row_bytes": float(T * k * h * 2)}
+        try:
+            row.update(_fused_permute_times(t, dev, h, E, k, L, T))
+        except Exception as e:  # not installed, or another API version
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        rows.append(row)
+        print(f"  {name}: " + ", ".join(f"{k_} {v}" for k_, v in row.items() if k_.endswith(("_s", "error"))), flush=True)
+    return rows
+
+
 def codec(dev: str, smoke: bool) -> list[dict[str, Any]]:
     from distscope.compress.quantize import QuantConfig, decode, encode
 
@@ -599,7 +647,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on CPU")
     ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv,"
                     "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer,moe_stages,module_profile,"
-                    "module_profile_layouts")
+                    "module_profile_layouts,moe_fused_permute")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {
