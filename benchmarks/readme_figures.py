@@ -230,14 +230,18 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "DeepSeek-V3 1x128 / 128x128 blocks {device_check_h100:fp8_scaling.median_over_tensorwise.blockwise_1x128_128x128:.2f}",
      "`python benchmarks/device_check.py`"),
     ("the H100 again (`data/device/nvidia-h100-2026-11-27`, probe only): ResNet-50 / ResNeXt-101 training steps "
-     "profiled kernel by kernel (torch.profiler) in bf16, TF32 and fp32, and one MoE layer's routed experts as an "
+     "profiled kernel by kernel (torch.profiler) in bf16, fp16, TF32 and fp32 (channels-last; NCHW for two), and one MoE layer's routed experts as an "
      "eager torchtitan-style block, against the models' own ops",
      "profiled step vs the module model's ops: ResNet-50 bf16 {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.total_error_pct:+.1f}%, "
      "TF32 {device_check_h100_2026_11_27:module_profile.resnet50_tf32_b128.total_error_pct:+.1f}%, fp32 {device_check_h100_2026_11_27:module_profile.resnet50_fp32_b128.total_error_pct:+.1f}%; "
      "ResNeXt-101 bf16 {device_check_h100_2026_11_27:module_profile.resnext101_32x4d_bf16-autocast_b128.total_error_pct:+.1f}%, TF32 "
      "{device_check_h100_2026_11_27:module_profile.resnext101_32x4d_tf32_b128.total_error_pct:+.1f}%, fp32 {device_check_h100_2026_11_27:module_profile.resnext101_32x4d_fp32_b128.total_error_pct:+.1f}%; "
-     "half-precision batch norm (PyTorch's channels-last kernels) {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.measured_ms.batch_norm} ms "
-     "measured vs {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.model_ms.batch_norm} ms modelled; TF32 / fp32 steps mean abs "
+     "bf16 batch norm (PyTorch's own kernels; NATIVE_BN_MEM_ETA is set from it) {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.measured_ms.batch_norm} ms "
+     "measured vs {device_check_h100_2026_11_27:module_profile.resnet50_bf16-autocast_b128.model_ms.batch_norm} ms; fp16 autocast (cuDNN's batch norm, priced unchanged, "
+     "measured after) ResNet-50 {device_check_h100_2026_11_27:module_profile.resnet50_fp16-autocast_b128.total_error_pct:+.1f}%, ResNeXt-101 "
+     "{device_check_h100_2026_11_27:module_profile.resnext101_32x4d_fp16-autocast_b128.total_error_pct:+.1f}%; NCHW not modelled (ResNet-50 TF32 NCHW step "
+     "{device_check_h100_2026_11_27:module_profile.resnet50_tf32_b128_nchw.step_ms} ms vs {device_check_h100_2026_11_27:module_profile.resnet50_tf32_b128.total_measured_ms} ms of channels-last kernels); "
+     "TF32 / fp32 steps mean abs "
      "{device_check_h100_2026_11_27:modules.all.mean_abs_pct}% (8, model too fast); MoE block forward + backward: grouped GEMMs "
      "{device_check_h100_2026_11_27:moe_layer.experts_fwdbwd.signed_mean_pct:+.1f}% mean, whole block {device_check_h100_2026_11_27:moe_layer.block.signed_mean_pct:+.1f}% "
      "(permute + unpermute take {device_check_h100_2026_11_27:moe_layer.permute_unpermute_bytes_multiple.qwen3-30b-a3b}x the routed rows' bytes "

@@ -249,7 +249,7 @@ def test_module_model_against_the_profiled_step() -> None:
     32x4d bf16 +1.5%, TF32 -10.6% (bound 20%). The bf16 totals are in sample for one term: their batch
     norms set module_estimate.NATIVE_BN_MEM_ETA (without it, -12.9% and -14.9%). fp16 autocast keeps fp32
     weights, so PyTorch runs cuDNN's batch norm and the model prices it at the streaming rate, unchanged:
-    +7.0% and +2.7% (bound 10%), measured after the bf16 term was set. fp32 is not held: -22.6% and -58.0%
+    +7.2% and +2.7% (bound 10%), measured after the bf16 term was set. fp32 is not held: -22.6% and -58.0%
     (cuDNN's fp32 kernels, FFT and Winograd-class among them, and their layout transforms); nor is NCHW
     (layout transforms and cuDNN's NCHW batch norm: the model has no memory format)."""
     probe = json.loads((H100_D3 / "probe.json").read_text())
