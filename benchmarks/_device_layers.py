@@ -92,7 +92,7 @@ def kernel_category(name: str) -> str | None:
 
 def _model_categories(model: str, dtype: str, batch: int, layout: str, device: str) -> dict[str, float]:
     factory, name = load_factory(f"torch:{REPO / 'examples/modules/resnet.py'}:{model}")
-    graph = trace_module(factory, parse_inputs(f"x:{batch}x3x224x224:{_DT[dtype].value}"), name)
+    graph = trace_module(factory, parse_inputs(f"x:{batch}x3x224x224:{_DT[dtype].value}:{'nchw' if layout == 'nchw' else 'channels_last'}"), name)
     dev = get_device(device)
     out: dict[str, float] = defaultdict(float)
     for op in graph.ops:

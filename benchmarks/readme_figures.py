@@ -82,7 +82,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "rows (A100 ResNet-50 {module_accuracy:a100_rn50_amp_mean_abs_error_pct:.1f}%, ResNeXt-101 "
      "{module_accuracy:a100_rnxt101_amp_mean_abs_error_pct:.1f}%, V100 both "
      "{module_accuracy:v100_amp_mean_abs_error_pct:.1f}%); A100 TF32: {module_accuracy:tf32_mean_abs_error_pct:.1f}% "
-     "over {module_accuracy:tf32_rows} rows (no TF32 kernel data); V100 FP32 "
+     "over {module_accuracy:tf32_rows} rows (NCHW, with cuDNN's layout transforms and NCHW batch norm priced from H100 profiles; no A100 TF32 kernel data); V100 FP32 "
      "{module_accuracy:v100_fp32_mean_abs_error_pct:.1f}% over {module_accuracy:v100_fp32_rows} (no V100 GEMM data: the "
      "default ceiling); all {module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max "
      "{module_accuracy:max_abs_error_pct:.1f}%",

@@ -28,21 +28,33 @@ def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore
     mean moved from 12% to 14% for that fix, stated as a loosened tolerance. What is left is on the GPU
     side: an H100's profiled step (data/device/nvidia-h100-2026-11-27, module_profile) shows the convolutions
     priced right and half-precision batch norm 1.6x the model. The 8-GPU ResNet-50 run scales 6.72x, which
-    the GPU-side model does not explain. TF32 rows are 31-49% too fast and are not held: NCHW runs with no
-    TF32 convolution data of their own (the H100's profiled TF32 convolutions are 20-40% slower than the
-    model)."""
+    the GPU-side model does not explain. The TF32 rows (NCHW) are in test_tf32_nchw_rows."""
     amp = [abs(r.error_pct) for r in results if "-A100-" in r.run_id and "-AMP-" in r.run_id]
     assert len(amp) == 4
     assert sum(amp) / len(amp) <= 14.0
     assert max(amp) <= 20.0
 
 
+def test_tf32_nchw_rows(results) -> None:  # type: ignore[no-untyped-def]
+    """A100 TF32 runs set no memory format, so they run NCHW: cuDNN's layout transforms and NCHW batch norm
+    (module_estimate.layout_transform_bytes, NCHW_BN_MEM_ETA, from the H100's profiled NCHW steps) moved them
+    from -31/-33% (ResNet-50) and -49/-49% (ResNeXt-101) to -15/-18% and -35/-36%. Held within 40%; what
+    is left is TF32 convolution speed (the H100's profiled TF32 convolution backward is 1.2-1.6x the
+    model) and whatever the A100's cuDNN of 2020-21 did differently."""
+    tf32 = {r.run_id: r.error_pct for r in results if "-TF32-" in r.run_id}
+    assert len(tf32) == 4
+    assert all(-40.0 < e < 0.0 for e in tf32.values())
+    assert sum(abs(e) for e in tf32.values()) / 4 < 30.0
+
+
 def test_v100_rows_were_added_after_the_model(results) -> None:  # type: ignore[no-untyped-def]
     """DGX-1 V100 32GB (M2), added after the convolution model was calibrated on the H100 table: a GPU with
     no kernel data of its own (the default GEMM ceiling, with a warning). ResNet-50 AMP: +18% (1 GPU) and
-    +3% (8 GPUs), held within 25%; FP32 (NCHW, no tensor cores) +34% / +30%, not held. ResNeXt-101 was
-    +35% to +53% until its grouped convolutions' backward was counted at its real FLOPs
-    (module_graph.conv_backward_flops): now AMP -2% / -8%, FP32 +2% / -2%, held within 10%."""
+    +3% (8 GPUs), held within 25%; FP32 (NCHW, no tensor cores) +40% / +37%, not held (+34% / +30% before
+    NCHW batch norm was priced: the V100's fp32 convolutions are faster than their FLOPs at its peak, which
+    Winograd- and FFT-class kernels allow). ResNeXt-101 was +35% to +53% until its grouped convolutions'
+    backward was counted at its real FLOPs (module_graph.conv_backward_flops): now AMP -2% / -8%, FP32 +7% /
+    +3%, held within 10%."""
     v100 = {r.run_id: r.error_pct for r in results if r.run_id.startswith("M2-")}
     assert len(v100) == 8
     assert all(abs(e) <= 25.0 for rid, e in v100.items() if "-RN50-AMP-" in rid)

@@ -327,3 +327,42 @@ def test_grouped_convolution_weight_gradient_costs_its_forward() -> None:
         fwd = 2 * 8 * 28 * 28 * 128 * (128 // groups) * 9
         assert g.flops(Phase.FORWARD) == fwd
         assert g.flops(Phase.BACKWARD) == fwd
+
+
+def test_input_memory_format() -> None:
+    """A fourth --input field names the memory format (channels_last, the default, or nchw); anything else is
+    one line naming it and the choices."""
+    from distscope.errors import DistscopeError
+    from distscope.workload.module_graph import Layout
+
+    (x,) = parse_inputs("x:8x3x224x224:tf32:nchw")
+    assert x.layout is Layout.NCHW and x.text == "x:8x3x224x224:tf32:nchw"
+    (y,) = parse_inputs("x:8x3x224x224:bf16")
+    assert y.layout is Layout.CHANNELS_LAST and y.text == "x:8x3x224x224:bf16"
+    with pytest.raises(DistscopeError, match="layout 'nhcw' is not one of channels_last, nchw"):
+        parse_inputs("x:8x3x224x224:bf16:nhcw")
+
+
+def test_nchw_prices_cudnn_layout_transforms_and_batch_norm() -> None:
+    """An NCHW ResNet-50 in TF32 costs more than the channels-last one (layout transforms around the 3x3 and
+    strided convolutions, cuDNN's NCHW batch norm); its 1x1 unit-stride convolutions are plain GEMMs with no
+    transform; fp32 convolutions (CUDA cores) take none either."""
+    from distscope.model.module_estimate import layout_transform_bytes, op_s
+    from distscope.system.device import get_device
+    from distscope.workload.module_graph import Layout
+
+    dev = get_device("h100-sxm5-80gb")
+    nchw = trace_module(resnet50, parse_inputs("x:32x3x224x224:tf32:nchw"), "resnet50")
+    nhwc = trace_module(resnet50, parse_inputs("x:32x3x224x224:tf32"), "resnet50")
+    assert nchw.layout is Layout.NCHW and nhwc.layout is Layout.CHANNELS_LAST
+    t_nchw, t_nhwc = (sum(op_s(o, dev, g) for o in g.ops) for g in (nchw, nhwc))
+    assert 1.15 < t_nchw / t_nhwc < 1.6
+    convs = [o for o in nchw.ops if o.kind is OpKind.CONV]
+    pointwise = [o for o in convs if o.pointwise]
+    assert len(pointwise) == 2 * 33  # the bottlenecks' 32 and the first stage's projection, forward and backward
+    assert all(layout_transform_bytes(o, nchw.dtype) == 0 for o in pointwise)
+    assert all(layout_transform_bytes(o, nchw.dtype) > 0 for o in convs if not o.pointwise)
+    fp32 = trace_module(resnet50, parse_inputs("x:32x3x224x224:fp32:nchw"), "resnet50")
+    conv_s = [op_s(o, dev, fp32) for o in fp32.ops if o.kind is OpKind.CONV]
+    fp32_nhwc = trace_module(resnet50, parse_inputs("x:32x3x224x224:fp32"), "resnet50")
+    assert conv_s == [op_s(o, dev, fp32_nhwc) for o in fp32_nhwc.ops if o.kind is OpKind.CONV]

@@ -250,13 +250,14 @@ def test_module_model_against_the_profiled_step() -> None:
     norms set module_estimate.NATIVE_BN_MEM_ETA (without it, -12.9% and -14.9%). fp16 autocast keeps fp32
     weights, so PyTorch runs cuDNN's batch norm and the model prices it at the streaming rate, unchanged:
     +7.2% and +2.7% (bound 10%), measured after the bf16 term was set. fp32 is not held: -22.6% and -58.0%
-    (cuDNN's fp32 kernels, FFT and Winograd-class among them, and their layout transforms); nor is NCHW
-    (layout transforms and cuDNN's NCHW batch norm: the model has no memory format)."""
+    (cuDNN's fp32 kernels, FFT and Winograd-class among them, and their layout transforms). NCHW (layout
+    transforms and cuDNN's NCHW batch norm): ResNet-50 TF32 -6.5% (in sample for NCHW_BN_MEM_ETA), fp16
+    autocast +3.0% and ResNeXt-101 TF32 -8.5% (out of sample), bound 15%."""
     probe = json.loads((H100_D3 / "probe.json").read_text())
     res = _layers().module_profile(probe, H100)
-    held = {k: v for k, v in res.items() if "fp32" not in k and "nchw" not in k}
-    fp16 = {k: v for k, v in held.items() if "fp16" in k}
-    assert len(held) == 6 and len(fp16) == 2
+    held = {k: v for k, v in res.items() if "fp32" not in k}
+    fp16 = {k: v for k, v in held.items() if "fp16" in k and "nchw" not in k}
+    assert len(held) == 9 and len(fp16) == 2
     for key, v in fp16.items():
         assert abs(v["total_model_ms"] / v["total_measured_ms"] - 1) < 0.10, key
     for key, v in held.items():

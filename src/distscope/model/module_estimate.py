@@ -13,7 +13,10 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
   attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
 - any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each; a
   batch or group norm's bytes include the second read of its input its two-pass kernels make (REREADS);
-  a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM.
+  a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM;
+- an NCHW model (`--input x:...:bf16:nchw`; channels-last is the default): cuDNN's layout transforms around
+  each tensor-core convolution that is not a 1x1 unit-stride GEMM (layout_transform_bytes), and cuDNN's
+  NCHW batch norm at its element rate (NCHW_BN_MEM_ETA).
 Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
 run ahead across the pass: max(GPU, host)).
 
@@ -45,7 +48,7 @@ from distscope.model.estimate import ADAM_BYTES_PER_PARAM, DDP_BUCKET_PARAMS, MA
 from distscope.model.memory import WORKSPACE_BYTES
 from distscope.system.device import Device
 from distscope.system.topology import Cluster
-from distscope.workload.module_graph import AttnShape, ModuleGraph, Op, OpKind, Phase
+from distscope.workload.module_graph import AttnShape, Layout, ModuleGraph, Op, OpKind, Phase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +94,28 @@ REREADS = {"native_batch_norm": 1, "cudnn_batch_norm": 1, "_native_batch_norm_le
 NATIVE_BN_MEM_ETA = 0.50
 NATIVE_BATCH_NORMS = frozenset({"native_batch_norm", "_native_batch_norm_legit", "native_batch_norm_backward"})
 
+# cuDNN's NCHW batch norm (bn_fw_tr_1C11 / bn_bw_1C11: one block per channel over N·H·W) moves its elements at a
+# rate set by their count, not their width: on the H100 (data/device/nvidia-h100-2026-11-27,
+# module_profile_layouts, ResNet-50 at batch 128) the NCHW batch norms took 24.2 ms in TF32 and 20.4 ms under
+# fp16 autocast, where the fp16 bytes would take half the TF32 time. Priced at 4 bytes per element (fp32, the
+# accumulation type) at this share of HBM bandwidth: 0.8 · 17.41 / 24.2 from the TF32 step (the fp16 step and
+# ResNeXt-101's TF32 step are the check, out of sample).
+NCHW_BN_MEM_ETA = 0.58
+
+
+def layout_transform_bytes(op: Op, dtype: DType) -> float:
+    """Bytes cuDNN's NCHW <-> NHWC transforms move around one tensor-core convolution of an NCHW model
+    (nchwToNhwcKernel / nhwcToNchwKernel): each activation the pass reads is transformed in and each it
+    writes transformed out (a read and a write each), the output gradient twice in the backward (its data
+    and weight gradients each take it); a 1x1 unit-stride convolution is a plain GEMM on NCHW and has none.
+    The H100's NCHW ResNet-50 TF32 step issued 151 and 65 of them per step for its 21 other convolutions."""
+    if op.gemm is None or op.pointwise:
+        return 0.0
+    weights = op.gemm[1] * op.gemm[2] * dtype.bytes
+    if op.phase is Phase.FORWARD:
+        return 2.0 * (op.bytes - weights)
+    return 2.0 * (op.bytes - 2.0 * weights + op.in_bytes)
+
 
 def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     """One op's GPU time (module docstring)."""
@@ -98,15 +123,21 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     if op.kind is OpKind.GEMM and op.gemm is not None:
         return eff.gemm_s(device, dt, *op.gemm)
     if op.kind is OpKind.CONV and op.gemm is not None:
-        return eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups) if op.flops else 0.0
+        t = eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups) if op.flops else 0.0
+        tensor_cores = dt is not DType.FP32 and (op.groups > 1 or op.gemm[2] / op.taps >= eff.TENSOR_CORE_MIN_CHANNELS)
+        if graph.layout is Layout.NCHW and tensor_cores and op.flops:
+            t += eff.elementwise_s(device, layout_transform_bytes(op, dt), 2 if op.phase is Phase.FORWARD else 3)
+        return t
     if op.kind is OpKind.ATTENTION and op.attn is not None:
         return attention_s(op.attn, op.phase, device, dt)
     if op.kind is OpKind.ATTENTION:
         return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
-    t = eff.elementwise_s(device, op.bytes + REREADS.get(op.name, 0) * op.in_bytes, 1)
+    nbytes = op.bytes + REREADS.get(op.name, 0) * op.in_bytes
     if dt is DType.BF16 and op.name in NATIVE_BATCH_NORMS:
-        return t * eff.MEM_ETA / NATIVE_BN_MEM_ETA
-    return t
+        return eff.elementwise_s(device, nbytes, 1) * eff.MEM_ETA / NATIVE_BN_MEM_ETA
+    if graph.layout is Layout.NCHW and op.name in NATIVE_BATCH_NORMS:  # cuDNN's NCHW kernels
+        return eff.elementwise_s(device, nbytes * 4.0 / dt.bytes, 1) * eff.MEM_ETA / NCHW_BN_MEM_ETA
+    return eff.elementwise_s(device, nbytes, 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,8 +31,8 @@ class WorkloadFlags:
     seq: int | None = flag(None, "--seq", help="Sequence length in tokens (default: 4096, or the model's context if shorter).")
     global_batch: int = flag(128, "--global-batch", help="Sequences per optimizer step.")
     input: str | None = flag(None, "--input", help="With --model torch:FILE.py:FACTORY (or torchvision:NAME, timm:NAME): "
-                             "the sample input, name:shape:dtype, e.g. x:8x3x224x224:bf16 (leading dim: the per-GPU "
-                             "micro-batch).")
+                             "the sample input, name:shape:dtype[:layout], e.g. x:8x3x224x224:bf16 (leading dim: the "
+                             "per-GPU micro-batch; layout channels_last, the default, or nchw).")
     mtp_layers: int | None = flag(None, "--mtp-layers", help="Multi-token prediction modules (DeepSeek-V3 trains "
                                   "with 1; default: the model's own, 0 for catalog models).")
 

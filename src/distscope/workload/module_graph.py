@@ -3,7 +3,8 @@
 `--model torch:path/to/file.py:factory` (a function returning the module) or
 `--model torchvision:resnet50` / `timm:NAME` (where the package installs), with a sample input spec
 `--input "x:8x3x224x224:bf16"` (name:shape:dtype, comma-separated for several inputs; the leading dim
-is the per-GPU micro-batch). The module is built under `torch.device("meta")`, so no weights are
+is the per-GPU micro-batch; an optional fourth field, `:nchw`, says the model runs in NCHW rather than
+channels-last: Layout). The module is built under `torch.device("meta")`, so no weights are
 allocated and nothing runs: one forward and one backward (of the sum of the outputs) are dispatched
 through a TorchDispatchMode that records every aten op with its shapes. Each op becomes:
 
@@ -51,7 +52,7 @@ from distscope.dtypes import DType
 from distscope.errors import DistscopeError
 
 PREFIXES = ("torch:", "torchvision:", "timm:")
-_INPUT = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([0-9x]+)\s*:\s*(\w+)\s*$")
+_INPUT = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([0-9x]+)\s*:\s*(\w+)\s*(?::\s*(\w+)\s*)?$")
 # input spelling -> pricing dtype (tf32: fp32 tensors whose matmuls and convolutions use TF32 tensor cores)
 _DTYPES = {"bf16": DType.BF16, "fp16": DType.FP16, "tf32": DType.TF32, "fp32": DType.FP32}
 
@@ -80,6 +81,15 @@ class AttnShape:
     causal: bool
 
 
+class Layout(str, enum.Enum):
+    """The memory format a 4-D input (and the model's activations) are in: channels-last (NHWC, what cuDNN's
+    tensor-core kernels take directly; the default) or NCHW, PyTorch's contiguous default, around which
+    cuDNN transforms for its tensor-core kernels (model/module_estimate.py)."""
+
+    CHANNELS_LAST = "channels_last"
+    NCHW = "nchw"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Op:
     name: str  # the aten op
@@ -94,6 +104,7 @@ class Op:
     in_bytes: float = 0.0  # its first tensor argument (convolution and group norm: the activation it reads)
     taps: float = 1.0  # convolution: the filter's spatial taps (k_h·k_w) sharing each input pixel
     groups: int = 1  # convolution: its channel groups
+    pointwise: bool = False  # convolution: 1x1 at unit stride, a plain GEMM in either memory format
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,11 +112,13 @@ class InputSpec:
     name: str
     shape: tuple[int, ...]
     dtype: DType
+    layout: Layout = Layout.CHANNELS_LAST
 
     @property
     def text(self) -> str:
-        """The spec as `--input` takes it (parse_inputs): name:AxBxC:dtype."""
-        return f"{self.name}:{'x'.join(map(str, self.shape))}:{self.dtype.value}"
+        """The spec as `--input` takes it (parse_inputs): name:AxBxC:dtype[:nchw]."""
+        tail = f":{self.layout.value}" if self.layout is not Layout.CHANNELS_LAST else ""
+        return f"{self.name}:{'x'.join(map(str, self.shape))}:{self.dtype.value}{tail}"
 
 
 def at_batch(inputs: tuple[InputSpec, ...], batch: int) -> tuple[InputSpec, ...]:
@@ -126,6 +139,7 @@ class ModuleGraph:
     child_saved: tuple[tuple[str, float], ...] = ()  # saved_bytes by top-level child ("": outside any)
     child_inputs: tuple[tuple[str, float], ...] = ()  # each top-level child's forward input bytes
     child_params: tuple[tuple[str, int], ...] = ()  # each top-level child's parameter count
+    layout: Layout = Layout.CHANNELS_LAST  # the first input's memory format
 
     def flops(self, phase: Phase | None = None) -> float:
         return sum(o.flops for o in self.ops if phase is None or o.phase is phase)
@@ -136,21 +150,26 @@ def is_module_ref(model: str) -> bool:
 
 
 def parse_inputs(text: str | None) -> tuple[InputSpec, ...]:
-    """`x:8x3x224x224:bf16[,y:...]` into input specs (one line naming the bad part otherwise)."""
+    """`x:8x3x224x224:bf16[:nchw][,y:...]` into input specs (one line naming the bad part otherwise); the
+    optional fourth field is the memory format (Layout: channels_last, the default, or nchw)."""
     if not text or not text.strip():
         raise DistscopeError('--input is required with a torch model, e.g. --input "x:8x3x224x224:bf16"')
     out = []
     for part in text.split(","):
         m = _INPUT.match(part)
         if m is None:
-            raise DistscopeError(f"--input {part.strip()!r} is not name:shape:dtype (e.g. x:8x3x224x224:bf16)")
-        name, dims, dt = m.groups()
+            raise DistscopeError(f"--input {part.strip()!r} is not name:shape:dtype[:layout] (e.g. x:8x3x224x224:bf16)")
+        name, dims, dt, fmt = m.groups()
         shape = tuple(int(d) for d in dims.split("x") if d)
         if not shape or any(d < 1 for d in shape) or len(shape) != len(dims.split("x")):
             raise DistscopeError(f"--input {part.strip()!r}: shape {dims!r} needs positive dims joined by x")
         if dt.lower() not in _DTYPES:
             raise DistscopeError(f"--input {part.strip()!r}: dtype {dt!r} is not one of {', '.join(_DTYPES)}")
-        out.append(InputSpec(name=name, shape=shape, dtype=_DTYPES[dt.lower()]))
+        layouts = {x.value: x for x in Layout}
+        if fmt is not None and fmt.lower() not in layouts:
+            raise DistscopeError(f"--input {part.strip()!r}: layout {fmt!r} is not one of {', '.join(layouts)}")
+        out.append(InputSpec(name=name, shape=shape, dtype=_DTYPES[dt.lower()],
+                             layout=layouts[fmt.lower()] if fmt else Layout.CHANNELS_LAST))
     return tuple(out)
 
 
@@ -350,8 +369,10 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                 dims, taps, groups = _conv_dims(op, args, out)
                 if op == "convolution_backward" and groups > 1 and not args[7]:
                     flops = conv_backward_flops(dims, args[10])
+                x, y = (args[0], out) if op == "convolution" else (args[1], args[0])
                 ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, dims, where, taps=taps, groups=groups,
-                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0])))
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]),
+                              pointwise=taps == 1 and tuple(x.shape[2:]) == tuple(y.shape[2:])))
             elif flops > 0:
                 ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where,
                               attn=_attn_shape(func, args, kwargs)))
@@ -411,4 +432,4 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
     kids = tuple((n, sum(p.numel() for p in c.parameters())) for n, c in model.named_children())
     return ModuleGraph(name=name, params=params, dtype=dtype, micro_batch=inputs[0].shape[0], ops=tuple(ops),
                        saved_bytes=saved[0], child_saved=tuple(saved_by.items()), child_inputs=tuple(inputs_by.items()),
-                       child_params=kids)
+                       child_params=kids, layout=inputs[0].layout)
