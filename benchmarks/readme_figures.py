@@ -77,14 +77,16 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "`python benchmarks/accuracy.py`"),
     ("step time of arbitrary torch modules (`--model torch:FILE.py:FACTORY`) against NVIDIA DeepLearningExamples' "
      "ResNet-50 v1.5 and ResNeXt-101 32x4d on DGX A100 and on DGX-1 V100 32GB (`data/evidence/module_runs.csv`; "
-     "nothing fitted to them; the V100 rows added after the convolution model)",
+     "nothing fitted to them; the V100 rows added after the convolution model), and SE-ResNeXt-101 32x4d on both "
+     "(added after every module term: out of sample)",
      "mixed precision: mean abs error {module_accuracy:amp_mean_abs_error_pct:.1f}% over {module_accuracy:amp_rows} "
      "rows (A100 ResNet-50 {module_accuracy:a100_rn50_amp_mean_abs_error_pct:.1f}%, ResNeXt-101 "
      "{module_accuracy:a100_rnxt101_amp_mean_abs_error_pct:.1f}%, V100 both "
      "{module_accuracy:v100_amp_mean_abs_error_pct:.1f}%); A100 TF32: {module_accuracy:tf32_mean_abs_error_pct:.1f}% "
      "over {module_accuracy:tf32_rows} rows (NCHW, with cuDNN's layout transforms and NCHW batch norm priced from H100 profiles; no A100 TF32 kernel data); V100 FP32 "
      "{module_accuracy:v100_fp32_mean_abs_error_pct:.1f}% over {module_accuracy:v100_fp32_rows} (no V100 GEMM data: the "
-     "default ceiling); all {module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max "
+     "default ceiling); SE-ResNeXt-101 {module_accuracy:sernxt101_mean_abs_error_pct:.1f}% over "
+     "{module_accuracy:sernxt101_rows}; all {module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max "
      "{module_accuracy:max_abs_error_pct:.1f}%",
      "`python benchmarks/module_accuracy.py`"),
     ("diffusion inference (`serve diffusion`: SDXL and SD 1.5 from diffusers on the meta device, patch parallelism) "

@@ -18,7 +18,7 @@ def results():  # type: ignore[no-untyped-def]
 
 
 def test_every_row_is_predicted(results) -> None:  # type: ignore[no-untyped-def]
-    assert summary(results)["rows"] == 16
+    assert summary(results)["rows"] == 24
 
 
 def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore[no-untyped-def]
@@ -29,7 +29,7 @@ def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore
     side: an H100's profiled step (data/device/nvidia-h100-2026-11-27, module_profile) shows the convolutions
     priced right and half-precision batch norm 1.6x the model. The 8-GPU ResNet-50 run scales 6.72x, which
     the GPU-side model does not explain. The TF32 rows (NCHW) are in test_tf32_nchw_rows."""
-    amp = [abs(r.error_pct) for r in results if "-A100-" in r.run_id and "-AMP-" in r.run_id]
+    amp = [abs(r.error_pct) for r in results if r.run_id.startswith("M1-") and "-AMP-" in r.run_id]
     assert len(amp) == 4
     assert sum(amp) / len(amp) <= 14.0
     assert max(amp) <= 20.0
@@ -41,7 +41,7 @@ def test_tf32_nchw_rows(results) -> None:  # type: ignore[no-untyped-def]
     from -31/-33% (ResNet-50) and -49/-49% (ResNeXt-101) to -15/-18% and -35/-36%. Held within 40%; what
     is left is TF32 convolution speed (the H100's profiled TF32 convolution backward is 1.2-1.6x the
     model) and whatever the A100's cuDNN of 2020-21 did differently."""
-    tf32 = {r.run_id: r.error_pct for r in results if "-TF32-" in r.run_id}
+    tf32 = {r.run_id: r.error_pct for r in results if r.run_id.startswith("M1-") and "-TF32-" in r.run_id}
     assert len(tf32) == 4
     assert all(-40.0 < e < 0.0 for e in tf32.values())
     assert sum(abs(e) for e in tf32.values()) / 4 < 30.0
@@ -59,3 +59,15 @@ def test_v100_rows_were_added_after_the_model(results) -> None:  # type: ignore[
     assert len(v100) == 8
     assert all(abs(e) <= 25.0 for rid, e in v100.items() if "-RN50-AMP-" in rid)
     assert all(abs(e) <= 10.0 for rid, e in v100.items() if "-RNXT101-" in rid)
+
+
+def test_se_resnext_rows_added_after_the_model(results) -> None:  # type: ignore[no-untyped-def]
+    """SE-ResNeXt-101 32x4d (M3: DeepLearningExamples on DGX A100 and DGX-1 V100 32GB, AMP, TF32 / FP32, 1 and
+    8 GPUs), added after the grouped-convolution FLOPs, the bf16 batch norm and the NCHW terms were set, the
+    model unchanged since: 15.3% mean |error|, -31.4% to +8.8%. Held: mean within 20%, each within 35%. The
+    8-GPU runs are the worst (A100 AMP -31%: its 6.75x scaling on 8 GPUs, as ResNet-50's 6.72x, is not in
+    the GPU-side model)."""
+    se = [r.error_pct for r in results if r.run_id.startswith("M3-")]
+    assert len(se) == 8
+    assert sum(abs(e) for e in se) / len(se) < 20.0
+    assert all(abs(e) < 35.0 for e in se)
