@@ -108,7 +108,8 @@ def _runs() -> dict[str, Any]:
     res = cross_validate(rows)
     s = summary(res.results, cv=True)
     with cal.calibrated(res.fitted):
-        amp = [abs(r.error_pct) for r in predict_file(REPO / "data/evidence/module_runs.csv", REPO) if "-AMP-" in r.run_id]
+        amp = [abs(r.error_pct) for r in predict_file(REPO / "data/evidence/module_runs.csv", REPO)
+               if r.run_id.startswith("M1-") and "-AMP-" in r.run_id]
     return {"cv_mean_abs_pct": round(s["cv_mape_pct"], 2), "cv_max_abs_pct": round(s["cv_max_ape_pct"], 1),
             "fitted": {k: round(v, 3) for k, v in res.fitted.items()},
             "resnet_amp_a100_mean_abs_pct": round(statistics.fmean(amp), 1)}
