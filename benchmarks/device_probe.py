@@ -41,6 +41,8 @@ queued behind a GPU spin, median of the samples); on CPU (--smoke) wall clock.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import sys
 import time
@@ -231,45 +233,69 @@ def unet_conv(dev: str, smoke: bool) -> list[dict[str, Any]]:
     return _conv_rows(dev, smoke, UNET_CONVS, torch.float16, "fp16", 2, backward=False)
 
 
-def _module_rows(dev: str, smoke: bool, factories: tuple[str, ...], train: tuple[int, ...],
-                 infer: tuple[int, ...], label: str) -> list[dict[str, Any]]:
-    """Training steps and inference passes of examples/modules/resnet.py; `label` "bf16-autocast", "tf32"
-    (fp32 weights, TF32 tensor cores allowed) or "fp32" (TF32 off)."""
-    import resnet
+# probe.json's precision label -> the autocast dtype (None: fp32 weights and activations, TF32 by the flags)
+_AUTOCAST = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16, "tf32": None, "fp32": None}
 
-    rows = []
-    t = timer(dev, 3 if smoke else 5, 3 if smoke else 15)
+
+@contextlib.contextmanager
+def _precision(label: str) -> Iterator[None]:
+    """cudnn.benchmark on; TF32 tensor cores allowed unless `label` is "fp32"; PyTorch's defaults after."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
-    amp = label == "bf16-autocast"
-    for factory in factories[:1] if smoke else factories:
-        model = getattr(resnet, factory)().to(dev).to(memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        res = 32 if smoke else 224
-        for mode, batches in (("train", (2,) if smoke else train), ("infer", (1,) if smoke else infer)):
-            for b in batches:
-                x = torch.randn(b, 3, res, res, device=dev).to(memory_format=torch.channels_last)
-                y = torch.randint(0, 1000, (b,), device=dev)
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = True, False
 
-                def train_step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt) -> None:
-                    opt.zero_grad(set_to_none=True)
-                    with torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
-                        loss = torch.nn.functional.cross_entropy(model(x), y)
-                    loss.backward()
-                    opt.step()
 
-                def infer_pass(x: torch.Tensor = x, model: Any = model) -> None:
-                    with torch.no_grad(), torch.autocast(dev, dtype=torch.bfloat16, enabled=amp):
-                        model(x)
+class _ResNetRun:
+    """One examples/modules/resnet.py model on the device in `fmt`, with SGD momentum, its training step and
+    inference pass under `label`'s autocast."""
 
-                model.train(mode == "train")
-                s = t(train_step if mode == "train" else infer_pass)
-                rows.append({"model": factory, "mode": mode, "batch": b, "resolution": res, "dtype": label,
-                             "step_s": s, "images_per_s": b / s})
-                print(f"  {factory} {label} {mode} b={b}: {s * 1e3:.2f} ms", flush=True)
-        del model, opt
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cuda.matmul.allow_tf32 = False
+    def __init__(self, dev: str, factory: str, label: str, fmt: torch.memory_format) -> None:
+        import resnet
+
+        self.dev, self.fmt, self.amp = dev, fmt, _AUTOCAST[label]
+        self.model = getattr(resnet, factory)().to(dev).to(memory_format=fmt)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+
+    def batch(self, b: int, res: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.randn(b, 3, res, res, device=self.dev).to(memory_format=self.fmt),
+                torch.randint(0, 1000, (b,), device=self.dev))
+
+    def _autocast(self) -> Any:
+        return torch.autocast(self.dev, dtype=self.amp or torch.bfloat16, enabled=self.amp is not None)
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        with self._autocast():
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+
+    def infer(self, x: torch.Tensor) -> None:
+        with torch.no_grad(), self._autocast():
+            self.model(x)
+
+
+def _module_rows(dev: str, smoke: bool, factories: tuple[str, ...], train: tuple[int, ...],
+                 infer: tuple[int, ...], label: str) -> list[dict[str, Any]]:
+    """Training steps and inference passes of examples/modules/resnet.py, channels-last; `label`
+    "bf16-autocast", "tf32" (fp32 weights, TF32 tensor cores allowed) or "fp32" (TF32 off)."""
+    rows = []
+    t = timer(dev, 3 if smoke else 5, 3 if smoke else 15)
+    with _precision(label):
+        for factory in factories[:1] if smoke else factories:
+            run = _ResNetRun(dev, factory, label, torch.channels_last)
+            res = 32 if smoke else 224
+            for mode, batches in (("train", (2,) if smoke else train), ("infer", (1,) if smoke else infer)):
+                for b in batches:
+                    x, y = run.batch(b, res)
+                    run.model.train(mode == "train")
+                    s = t(functools.partial(run.train_step, x, y) if mode == "train" else functools.partial(run.infer, x))
+                    rows.append({"model": factory, "mode": mode, "batch": b, "resolution": res, "dtype": label,
+                                 "step_s": s, "images_per_s": b / s})
+                    print(f"  {factory} {label} {mode} b={b}: {s * 1e3:.2f} ms", flush=True)
     return rows
 
 
@@ -366,39 +392,24 @@ def _profile_rows(dev: str, smoke: bool, configs: tuple[tuple[str, str, str], ..
     """torch.profiler (CPU + CUDA activity) over 3 training steps at batch 128 after 5 warm-up steps, for each
     (model, precision, layout): one row per event name with its calls and device time per step (host-side
     events included: their names start with aten::, Optimizer. ...), and the unprofiled step's time."""
-    import resnet
     from torch.profiler import ProfilerActivity, profile
 
     rows: list[dict[str, Any]] = []
     acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if dev == "cuda" else [ProfilerActivity.CPU]
-    torch.backends.cudnn.benchmark = True
     t = timer(dev, 3, 10)
     for factory, label, layout in configs[:1] if smoke else configs:
-        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = label != "fp32"
-        fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-        model = getattr(resnet, factory)().to(dev).to(memory_format=fmt)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        b, res = (2, 32) if smoke else (128, 224)
-        x = torch.randn(b, 3, res, res, device=dev).to(memory_format=fmt)
-        y = torch.randint(0, 1000, (b,), device=dev)
-        amp = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}.get(label)
-
-        def step(x: torch.Tensor = x, y: torch.Tensor = y, model: Any = model, opt: Any = opt,
-                 amp: Any = amp) -> None:
-            opt.zero_grad(set_to_none=True)
-            with torch.autocast(dev, dtype=amp or torch.bfloat16, enabled=amp is not None):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-
-        step_s = t(step)
-        if dev == "cuda":
-            torch.cuda.synchronize()
-        with profile(activities=acts) as prof:
-            for _ in range(3):
-                step()
+        with _precision(label):
+            run = _ResNetRun(dev, factory, label, torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+            b, res = (2, 32) if smoke else (128, 224)
+            x, y = run.batch(b, res)
+            step_s = t(functools.partial(run.train_step, x, y))
             if dev == "cuda":
                 torch.cuda.synchronize()
+            with profile(activities=acts) as prof:
+                for _ in range(3):
+                    run.train_step(x, y)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
         n0 = len(rows)
         for e in prof.key_averages():
             us = getattr(e, "self_device_time_total", 0.0) if dev == "cuda" else e.self_cpu_time_total
@@ -407,9 +418,6 @@ def _profile_rows(dev: str, smoke: bool, configs: tuple[tuple[str, str, str], ..
                              "calls_per_step": e.count / 3, "us_per_step": us / 3, "step_s": step_s})
         total = sum(r["us_per_step"] for r in rows[n0:])
         print(f"  {factory} {label} {layout}: step {step_s * 1e3:.2f} ms; {total / 1e3:.2f} ms of events", flush=True)
-        del model, opt
-    torch.backends.cudnn.allow_tf32 = True
-    torch.backends.cuda.matmul.allow_tf32 = False
     return rows
 
 
