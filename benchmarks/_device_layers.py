@@ -170,3 +170,27 @@ def moe(probe: dict[str, Any], device: str) -> dict[str, Any]:
     return {"rows": rows, "experts_fwdbwd": _stats([r["experts_fwdbwd_error_pct"] for r in rows]) if rows else None,
             "block": _stats([r["block_error_pct"] for r in rows]) if rows else None,
             "permute_unpermute_bytes_multiple": multiples, "model_permute_unpermute_bytes_multiple": 12}
+
+
+def inference(probe: dict[str, Any], device: str) -> dict[str, Any]:
+    """The modules' inference passes (sections modules and modules_precision, mode "infer": eval mode, no
+    gradient, channels-last) against `estimate --inference` (module_estimate.infer_module): latency errors,
+    model / measured − 1, by batch size."""
+    from distscope.model.module_estimate import infer_module
+
+    dev = get_device(device)
+    rows = []
+    for sec in ("modules", "modules_precision"):
+        for r in probe.get(sec, {}).get("rows", []):
+            if r["mode"] != "infer":
+                continue
+            factory, name = load_factory(f"torch:{REPO / 'examples/modules/resnet.py'}:{r['model']}")
+            spec = f"x:{r['batch']}x3x{r['resolution']}x{r['resolution']}:{_DT[r.get('dtype', 'bf16-autocast')].value}"
+            pred = infer_module(trace_module(factory, parse_inputs(spec), name, inference=True), dev)
+            rows.append({"model": r["model"], "dtype": r.get("dtype", "bf16-autocast"), "batch": r["batch"],
+                         "measured_ms": round(r["step_s"] * 1e3, 3), "predicted_ms": round(pred.latency_s * 1e3, 3),
+                         "utilization_predicted": round(pred.utilization, 3),
+                         "error_pct": round(_pct(pred.latency_s, r["step_s"]), 1)})
+    big = [r["error_pct"] for r in rows if r["batch"] >= 32]
+    return {"rows": rows, "all": _stats([r["error_pct"] for r in rows]) if rows else None,
+            "batch_ge_32": _stats(big) if big else None}

@@ -17,6 +17,7 @@ data/device/run_gpu_checks.sh). Nothing here was fitted to these measurements: e
   (fp32, TF32, fp16), kind (1x1, kxk, stem, grouped, depthwise) and pass, where measured (_device_layers.py).
 - Where a training step's GPU time goes: torch.profiler kernel time by category (convolution forward and
   backward, batch norm, other element-wise, GEMM, optimizer) against the module model's ops.
+- Inference passes (eval mode, no gradient) against `estimate --inference`, by batch size, where measured.
 - One MoE layer's routed experts as an eager torchtitan-style block: its grouped GEMMs and the rest (router,
   top-k, sort, permute, unpermute) against the layer model's pricing.
 - Embedding lookups: the DLRM model's lookup forward (model/embedding_cost.py: its bytes at the HBM
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from _device import SESSIONS, Host, host, sessions
-from _device_layers import conv_layers, conv_pair_s, module_profile, moe
+from _device_layers import conv_layers, conv_pair_s, inference, module_profile, moe
 from _results import save
 from distscope.compress.spec import GPU_QUANT_GBps
 from distscope.dtypes import DType
@@ -336,6 +337,13 @@ def check(data: Path) -> None:
     if (data / "module_runs.csv").exists():
         print("modules (ResNet training steps):")
         result["modules"] = modules(data)
+    if any(r.get("mode") == "infer" for sec in ("modules", "modules_precision") for r in probe.get(sec, {}).get("rows", [])):
+        result["inference"] = inference(probe, h.device)
+        inf = result["inference"]
+        print(f"inference passes vs estimate --inference: batch >= 32 {inf['batch_ge_32']['signed_mean_pct']:+}% mean "
+              f"({inf['batch_ge_32']['min_pct']:+.0f}..{inf['batch_ge_32']['max_pct']:+.0f}%, {inf['batch_ge_32']['n']}); all "
+              f"{inf['all']['mean_abs_pct']}% mean abs"
+              + (f" (batch < 32 host-bound: down to {inf['all']['min_pct']:+.0f}%)" if inf["all"]["n"] > inf["batch_ge_32"]["n"] else ""))
     if "codec" in probe:
         result["codec"] = codec(probe)
         print(f"codec: {result['codec']}")
