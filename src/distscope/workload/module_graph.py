@@ -81,7 +81,7 @@ class AttnShape:
     causal: bool
 
 
-class Layout(str, enum.Enum):
+class Layout(enum.Enum):
     """The memory format a 4-D input (and the model's activations) are in: channels-last (NHWC, what cuDNN's
     tensor-core kernels take directly; the default) or NCHW, PyTorch's contiguous default, around which
     cuDNN transforms for its tensor-core kernels (model/module_estimate.py)."""
