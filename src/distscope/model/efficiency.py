@@ -120,6 +120,11 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
 TENSOR_CORE_MIN_CHANNELS = 8
 
 
+def conv_on_cuda_cores(K: float, taps: float, groups: int) -> bool:
+    """An ungrouped convolution of fewer than TENSOR_CORE_MIN_CHANNELS input channels (K / taps of them)."""
+    return groups == 1 and K / taps < TENSOR_CORE_MIN_CHANNELS
+
+
 def conv_time_s(M: float, N: float, K: float, taps: float, flops: float, nbytes: float, *, groups: int,
                 peak_flops: float, cuda_core_flops: float, hbm_Bps: float, eta_max: float) -> float:
     """One convolution as cuDNN runs it, an implicit GEMM of (M, N, K) = (N·H_out·W_out, C_out,
@@ -131,7 +136,7 @@ def conv_time_s(M: float, N: float, K: float, taps: float, flops: float, nbytes:
     channels runs at the CUDA cores' `cuda_core_flops`. Component check: ResNet-50's convolutions on an
     H100 (data/device/nvidia-h100-2026-11-26 probe.json "conv", cuDNN, bf16, batch 128), where the
     GEMM form made the 3x3 layers 78% too slow (tests/measure/test_device_data.py)."""
-    if groups == 1 and K / taps < TENSOR_CORE_MIN_CHANNELS:
+    if conv_on_cuda_cores(K, taps, groups):
         peak_flops = cuda_core_flops
     m = min(N * taps, K)
     eta = eta_max * m / (m + GEMM_KAPPA * peak_flops / hbm_Bps)

@@ -123,9 +123,11 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     if op.kind is OpKind.GEMM and op.gemm is not None:
         return eff.gemm_s(device, dt, *op.gemm)
     if op.kind is OpKind.CONV and op.gemm is not None:
-        t = eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups) if op.flops else 0.0
-        tensor_cores = dt is not DType.FP32 and (op.groups > 1 or op.gemm[2] / op.taps >= eff.TENSOR_CORE_MIN_CHANNELS)
-        if graph.layout is Layout.NCHW and tensor_cores and op.flops:
+        if not op.flops:
+            return 0.0
+        t = eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups)
+        if (graph.layout is Layout.NCHW and dt is not DType.FP32  # on tensor cores: cuDNN's NHWC kernels
+                and not eff.conv_on_cuda_cores(op.gemm[2], op.taps, op.groups)):
             t += eff.elementwise_s(device, layout_transform_bytes(op, dt), 2 if op.phase is Phase.FORWARD else 3)
         return t
     if op.kind is OpKind.ATTENTION and op.attn is not None:

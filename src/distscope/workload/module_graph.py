@@ -90,6 +90,9 @@ class Layout(enum.Enum):
     NCHW = "nchw"
 
 
+_LAYOUTS = {x.value: x for x in Layout}  # --input's fourth field
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Op:
     name: str  # the aten op
@@ -165,11 +168,10 @@ def parse_inputs(text: str | None) -> tuple[InputSpec, ...]:
             raise DistscopeError(f"--input {part.strip()!r}: shape {dims!r} needs positive dims joined by x")
         if dt.lower() not in _DTYPES:
             raise DistscopeError(f"--input {part.strip()!r}: dtype {dt!r} is not one of {', '.join(_DTYPES)}")
-        layouts = {x.value: x for x in Layout}
-        if fmt is not None and fmt.lower() not in layouts:
-            raise DistscopeError(f"--input {part.strip()!r}: layout {fmt!r} is not one of {', '.join(layouts)}")
+        if fmt is not None and fmt.lower() not in _LAYOUTS:
+            raise DistscopeError(f"--input {part.strip()!r}: layout {fmt!r} is not one of {', '.join(_LAYOUTS)}")
         out.append(InputSpec(name=name, shape=shape, dtype=_DTYPES[dt.lower()],
-                             layout=layouts[fmt.lower()] if fmt else Layout.CHANNELS_LAST))
+                             layout=_LAYOUTS[fmt.lower()] if fmt else Layout.CHANNELS_LAST))
     return tuple(out)
 
 
@@ -239,16 +241,18 @@ def _gemm_dims(op: str, args: tuple[Any, ...]) -> tuple[float, float, float]:
     return float(a.shape[0] * a.shape[1]), float(b.shape[2]), float(a.shape[2])
 
 
-def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, float, float], float, int]:
-    """Implicit-GEMM dims of the forward convolution the op belongs to, its filter's spatial taps and
-    its channel groups."""
+def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, float, float], float, int, bool]:
+    """Implicit-GEMM dims of the forward convolution the op belongs to, its filter's spatial taps, its
+    channel groups and whether it is pointwise (1x1 at unit stride: Op.pointwise)."""
     if op == "convolution":
         x, w, y = args[0], args[1], out
     else:  # convolution_backward(grad_output, input, weight, ...)
         y, x, w = args[0], args[1], args[2]
     n_out = math.prod(y.shape[2:]) * y.shape[0]
     dims = (float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:])))
-    return dims, float(math.prod(w.shape[2:])), max(1, int(x.shape[1]) // max(1, int(w.shape[1])))
+    taps = float(math.prod(w.shape[2:]))
+    pointwise = taps == 1 and tuple(x.shape[2:]) == tuple(y.shape[2:])
+    return dims, taps, max(1, int(x.shape[1]) // max(1, int(w.shape[1]))), pointwise
 
 
 def conv_backward_flops(dims: tuple[float, float, float], output_mask: Any) -> float:
@@ -366,13 +370,11 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             if op in _GEMMS:
                 ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
-                dims, taps, groups = _conv_dims(op, args, out)
+                dims, taps, groups, pointwise = _conv_dims(op, args, out)
                 if op == "convolution_backward" and groups > 1 and not args[7]:
                     flops = conv_backward_flops(dims, args[10])
-                x, y = (args[0], out) if op == "convolution" else (args[1], args[0])
                 ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, dims, where, taps=taps, groups=groups,
-                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]),
-                              pointwise=taps == 1 and tuple(x.shape[2:]) == tuple(y.shape[2:])))
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]), pointwise=pointwise))
             elif flops > 0:
                 ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where,
                               attn=_attn_shape(func, args, kwargs)))
