@@ -124,13 +124,13 @@ def module_profile(probe: dict[str, Any], device: str) -> dict[str, Any]:
         pred = _model_categories(model, dtype, batch, layout, device)
         cats = sorted(set(got) | set(pred))
         total, total_model = sum(got.values()), sum(pred.values()) * 1e3
-        out[f"{model}_{dtype}_b{batch}" + ("_nchw" if layout == "nchw" else "")] = {
+        entry = out[f"{model}_{dtype}_b{batch}" + ("_nchw" if layout == "nchw" else "")] = {
             "measured_ms": {c: round(got.get(c, 0.0), 2) for c in cats},
             "model_ms": {c: round(pred.get(c, 0.0) * 1e3, 2) for c in cats},
             "total_measured_ms": round(total, 2), "total_model_ms": round(total_model, 2),
             "total_error_pct": round(_pct(total_model, total), 1)}
         if steps[(model, dtype, batch, layout)]:  # the unprofiled step, where the section timed it
-            out[list(out)[-1]]["step_ms"] = round(steps[(model, dtype, batch, layout)] * 1e3, 2)
+            entry["step_ms"] = round(steps[(model, dtype, batch, layout)] * 1e3, 2)
     return out
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from _device import SESSIONS, Host, host, sessions
-from _device_layers import conv_layers, conv_pair_s, inference, module_profile, moe
+from _device_layers import _pct, conv_layers, conv_pair_s, inference, module_profile, moe
 from _results import save
 from distscope.compress.spec import GPU_QUANT_GBps
 from distscope.dtypes import DType
@@ -61,10 +61,6 @@ def _stats(errs: list[float]) -> dict[str, float]:
     a = [abs(e) for e in errs]
     return {"n": len(errs), "mean_abs_pct": round(statistics.fmean(a), 1), "median_abs_pct": round(statistics.median(a), 1),
             "max_abs_pct": round(max(a), 1), "signed_mean_pct": round(statistics.fmean(errs), 1)}
-
-
-def _pct(model: float, measured: float) -> float:
-    return 100.0 * (model / measured - 1.0)
 
 
 def grid_errors(g: dict[str, Any], dev: Any, dt: DType, ceiling: float) -> list[tuple[float, float]]:

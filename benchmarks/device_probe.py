@@ -319,6 +319,19 @@ MOE_LAYERS = (("qwen3-30b-a3b", 2048, 768, 128, 8, 128), ("qwen3-235b-a22b", 409
 ALIGN_M = 16  # rows per expert group padded to a multiple of this (torchtitan's permute for _grouped_mm)
 
 
+def _permute_index(topi: torch.Tensor, L: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """torchtitan-style routing of top-k expert ids onto `L` local experts: each routed row's destination in
+    the padded buffer (groups aligned to ALIGN_M rows), its token, the sort order and the groups' end offsets.
+    The per-expert counts are a scatter-add, not a bincount, so nothing waits for the host."""
+    ids = (topi % L).flatten()
+    sorted_ids, order = ids.sort(stable=True)
+    counts = torch.zeros(L, device=ids.device, dtype=torch.long).scatter_add_(0, ids, torch.ones_like(ids))
+    padded = (counts + ALIGN_M - 1) // ALIGN_M * ALIGN_M
+    pstart, start = padded.cumsum(0) - padded, counts.cumsum(0) - counts
+    dest = pstart[sorted_ids] + torch.arange(ids.numel(), device=ids.device) - start[sorted_ids]
+    return dest, order // k, order, padded.cumsum(0).to(torch.int32)
+
+
 def _moe_times(t: Callable[[Callable[[], Any]], float], dev: str, h: int, f: int, E: int, k: int, L: int,
                T: int) -> dict[str, float]:
     """moe_layer's timings of one layer shape at T tokens (its docstring)."""
@@ -336,15 +349,8 @@ def _moe_times(t: Callable[[Callable[[], Any]], float], dev: str, h: int, f: int
     def block() -> tuple[torch.Tensor, torch.Tensor]:
         probs = (x @ wr.t()).float().softmax(-1)
         topv, topi = probs.topk(k, dim=-1)
-        ids = (topi % L).flatten()
-        sorted_ids, order = ids.sort(stable=True)
-        counts = torch.zeros(L, device=x.device, dtype=torch.long).scatter_add_(0, ids, torch.ones_like(ids))  # no sync
-        padded = (counts + ALIGN_M - 1) // ALIGN_M * ALIGN_M
-        pstart, start = padded.cumsum(0) - padded, counts.cumsum(0) - counts
-        dest = pstart[sorted_ids] + torch.arange(n, device=x.device) - start[sorted_ids]
-        tok = order // k
+        dest, tok, order, offs = _permute_index(topi, L, k)
         xg = x.new_zeros(m_pad, h).index_copy(0, dest, x[tok])
-        offs = padded.cumsum(0).to(torch.int32)
         out = experts_mm(xg, offs)[dest] * topv.flatten()[order, None].to(x.dtype)
         return x.new_zeros(T, h).index_add(0, tok, out), offs
 
@@ -454,17 +460,8 @@ def moe_stages(dev: str, smoke: bool) -> list[dict[str, Any]]:
         def router(x: torch.Tensor = x, wr: torch.Tensor = wr, k: int = k) -> tuple[torch.Tensor, torch.Tensor]:
             return (x @ wr.t()).float().softmax(-1).topk(k, dim=-1)
 
-        def index(topi: torch.Tensor, L: int = L, n: int = n, k: int = k) -> tuple[torch.Tensor, ...]:
-            ids = (topi % L).flatten()
-            sorted_ids, order = ids.sort(stable=True)
-            counts = torch.zeros(L, device=ids.device, dtype=torch.long).scatter_add_(0, ids, torch.ones_like(ids))
-            padded = (counts + ALIGN_M - 1) // ALIGN_M * ALIGN_M
-            pstart, start = padded.cumsum(0) - padded, counts.cumsum(0) - counts
-            dest = pstart[sorted_ids] + torch.arange(n, device=ids.device) - start[sorted_ids]
-            return dest, order // k, order, padded.cumsum(0).to(torch.int32)
-
         topv, topi = router()
-        dest, tok, order, _ = index(topi)
+        dest, tok, order, _ = _permute_index(topi, L, k)
         wts = topv.flatten()[order, None].to(dt).detach().requires_grad_(True)
         out = torch.randn(m_pad, h, device=dev, dtype=dt, generator=g0).requires_grad_(True)
 
@@ -483,7 +480,7 @@ def moe_stages(dev: str, smoke: bool) -> list[dict[str, Any]]:
                                   ("unpermute", unpermute, (out, wts), gu)):
             row[f"{stage}_fwd_s"] = t(fn)
             row[f"{stage}_fwdbwd_s"] = t(lambda fn=fn, wrt=wrt, g=g: torch.autograd.grad(fn(), wrt, g))
-        row["index_fwd_s"] = t(lambda topi=topi: index(topi))
+        row["index_fwd_s"] = t(lambda topi=topi, L=L, k=k: _permute_index(topi, L, k))
         rows.append(row)
         print(f"  {name}: " + ", ".join(f"{k_} {v * 1e3:.2f} ms" for k_, v in row.items() if k_.endswith("_s")), flush=True)
     return rows
