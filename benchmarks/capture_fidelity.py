@@ -9,7 +9,11 @@ its spread (min-max of the timed steps) is reported beside every error. Also:
   on one rank issues no collectives, so there is no DP group to grow: refused in one line);
 - repeatability: --repeat-captures captures of one job in a row: how many succeed, and the spread of
   their simulated steps against the spread of the job's own unprofiled steps;
-- capture overhead: the capture's wall time against the job's own (run plain).
+- capture overhead: the capture's wall time against the job's own (run plain);
+- what-if: the DDP capture simulated with `--compress dp=fp16` against the same job run with torch's
+  fp16_compress_hook (captured for its unprofiled steps), on each rank count: the predicted and measured
+  step changes, and the predicted hooked step's error. The profile also sweeps float16 all-reduces, whose
+  fit prices the hook's payload.
 
     python benchmarks/capture_fidelity.py [--repeats 2] [--layouts ddp,fsdp,tp,pp] [--ranks 2,4]
                                           [--repeat-captures 20] [--wide]
@@ -76,9 +80,12 @@ def _simulate(out: Path, profile: Path, *extra: str) -> dict[str, Any]:
 
 def _profile(d: Path, nproc: int) -> Path:
     print(f"measuring this machine's α-β profile ({nproc} gloo ranks)", file=sys.stderr)
-    _ds("measure", "collectives", "--nproc", str(nproc), "--ops", "all_reduce,all_gather,reduce_scatter,send_recv",
-        "--min-bytes", "1024", "--max-bytes", str(4 << 20), "--out", str(d / f"sweep{nproc}.json"), "--timeout-s", "300")
-    _ds("measure", "calibrate", str(d / f"sweep{nproc}.json"), "--out", str(d / f"profile{nproc}.json"))
+    for name, ops, dtype in (("sweep", "all_reduce,all_gather,reduce_scatter,send_recv", "float32"),
+                             ("sweep16-", "all_reduce", "float16")):  # the fp16 hook's payload
+        _ds("measure", "collectives", "--nproc", str(nproc), "--ops", ops, "--dtypes", dtype, "--min-bytes", "1024",
+            "--max-bytes", str(4 << 20), "--out", str(d / f"{name}{nproc}.json"), "--timeout-s", "300")
+    _ds("measure", "calibrate", str(d / f"sweep{nproc}.json"), str(d / f"sweep16-{nproc}.json"),
+        "--out", str(d / f"profile{nproc}.json"))
     return d / f"profile{nproc}.json"
 
 
@@ -139,6 +146,23 @@ def main() -> None:
                           "error_pct": _pct(pred, statistics.median(truth))})
             print(f"scale {layout} 1 -> 2 ranks: predicted {pred * 1e3:.1f} ms, measured "
                   f"{statistics.median(truth) * 1e3:.1f} ms ({scale[-1]['error_pct']:+.1f}%)", file=sys.stderr)
+        # what-if: the fp16 comm hook, predicted from the first plain DDP capture of each rank count
+        hook = []
+        for n in ranks:
+            base = d / f"ddp{n}-0"
+            summary, _, err = _capture(d / f"ddp{n}-fp16", n, "ddp", (*model, "--comm-hook", "fp16"))
+            if summary is None or not (base / "capture.json").is_file():
+                failures.append(f"ddp x{n} fp16 hook: {err or 'no plain DDP capture to compare with'}")
+                continue
+            plain, what_if = (_simulate(base, profiles[n], *extra)["step_time_s"] for extra in ((), ("--compress", "dp=fp16")))
+            own = json.loads((base / "capture.json").read_text())["unprofiled_step_s"]
+            hook.append({"ranks": n, "plain_step_s": round(own, 5), "hooked_step_s": round(summary["unprofiled_step_s"], 5),
+                         "measured_change_s": round(summary["unprofiled_step_s"] - own, 5),
+                         "predicted_change_s": round(what_if - plain, 5), "predicted_hooked_step_s": round(what_if, 5),
+                         "hooked_error_pct": _pct(what_if, summary["unprofiled_step_s"])})
+            print(f"fp16 hook x{n}: predicted {(what_if - plain) * 1e3:+.1f} ms, measured "
+                  f"{(summary['unprofiled_step_s'] - own) * 1e3:+.1f} ms; hooked step {hook[-1]['hooked_error_pct']:+.1f}%",
+                  file=sys.stderr)
         # repeatability: one job captured again and again
         rep: dict[str, Any] = {"captures": args.repeat_captures, "succeeded": 0, "errors": []}
         sims, own = [], []
@@ -172,7 +196,7 @@ def main() -> None:
         "mean_abs_profiled_error_pct": round(statistics.fmean(abs(r["profiled_error_pct"]) for r in runs), 1) if runs else None,
         "error_pct_by_layout": {f"{lay}x{n}": [r["error_pct"] for r in runs if r["layout"] == lay and r["ranks"] == n]
                                 for n in ranks for lay in layouts},
-        "scale_out": scale, "repeatability": rep,
+        "scale_out": scale, "fp16_hook_what_if": hook, "repeatability": rep,
         "capture_overhead": {"job_wall_s": round(plain_wall, 2),
                              "capture_wall_s": round(statistics.median(walls), 2) if walls else None},
         "runs": runs,

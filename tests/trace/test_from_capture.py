@@ -290,3 +290,39 @@ def test_an_annotation_nested_under_an_async_gloo_span_finds_its_c10d_op() -> No
             n["ctrl_deps"] = 8  # under gloo:all_reduce instead of c10d::allreduce_
     cap = build_rank(et, 0, "t", completion_s={("0", 3): 0.0035, ("1", 0): 0.0016})
     assert [(c.op.value, c.bytes) for c in cap.calls] == [("all_reduce", 4096), ("all_gather", 8192)]
+
+
+def test_a_cast_what_if_prices_its_payload_with_that_dtypes_fit_and_a_cast_codec() -> None:
+    """`simulate CAP --compress dp=fp16` on a host profile: the half-size all-reduce at float16's measured
+    α-β (gloo sums halves at about half float32's bytes per second, so halving the bytes barely helps),
+    plus one CPU core's cast in and out (compress/spec.CPU_CAST_GBps), not a quantizer's rates."""
+    from distscope.comm.collective import Collective
+    from distscope.compress.spec import CompressionMethod, CPU_CAST_GBps, cpu_codec_GBps
+    from distscope.measure.calibrate import calibrate
+    from distscope.measure.profile import SystemProfile
+    from distscope.measure.result import CollectiveResult
+    from distscope.sim.profile_network import ProfileNetwork
+    from distscope.sim.whatif import WhatIf, WhatIfNetwork
+
+    beta = {"float32": 1e-9, "float16": 2e-9}  # s per byte: float16 reduces at half the rate
+    results = [CollectiveResult(op=Collective.ALL_REDUCE, bytes=b, dtype=dt, nranks=2, time_s=1e-4 + beta[dt] * b,
+                                time_min_s=1e-4 + beta[dt] * b, time_max_s=1e-4 + beta[dt] * b, iters=5)
+               for dt in beta for b in (1 << 20, 1 << 22, 1 << 24)]
+    prof = SystemProfile.from_dict(calibrate(results, name="host").to_dict())  # and back from its JSON
+    assert prof.levels["default"][Collective.ALL_REDUCE].beta_s_per_byte == pytest.approx(1e-9)  # float32's
+    assert prof.by_dtype["float16"]["default"][Collective.ALL_REDUCE].beta_s_per_byte == pytest.approx(2e-9)
+    caps = [build_rank(_step(), r, "t") for r in (0, 1)]
+    traces = TraceSet(graphs={r: c.graph for r, c in enumerate(caps)}, process_groups=caps[0].groups,
+                      group_labels=caps[0].labels)
+    plain = ProfileNetwork(prof)
+    size = 16 << 20  # a float32 gradient bucket
+    t32 = plain.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0")
+    codec = size / 1e9 / CPU_CAST_GBps[0] + size / 1e9 / CPU_CAST_GBps[1]
+    fp16 = WhatIfNetwork(plain, WhatIf(compress={"dp": CompressionMethod.FP16}), traces)
+    t16 = fp16.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0")
+    assert t16 == pytest.approx(1e-4 + 2e-9 * size / 2 + codec)  # no faster on the wire than float32
+    assert t16 > t32
+    # bf16 was not swept: its half-size payload at float32's fit (the profile's only word on it)
+    bf16 = WhatIfNetwork(plain, WhatIf(compress={"dp": CompressionMethod.BF16}), traces)
+    assert bf16.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0") == pytest.approx(1e-4 + 1e-9 * size / 2 + codec)
+    assert cpu_codec_GBps(CompressionMethod.INT8) != CPU_CAST_GBps  # a quantizer is slower than a cast

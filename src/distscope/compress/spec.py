@@ -27,6 +27,7 @@ class CompressionMethod(enum.Enum):
 
     NONE = "none"
     BF16 = "bf16"
+    FP16 = "fp16"  # IEEE half: torch's fp16_compress_hook (its bf16 hook needs NCCL)
     FP8 = "fp8"
     INT8 = "int8"
     INT4 = "int4"
@@ -59,6 +60,10 @@ class MethodSpec:
     quant_passes: int = 1  # quantize+dequantize rounds on the critical path (tlq-hs: 2)
     intra_node_bits: int | None = None  # tlq-hs: first (intra-node) level at int8
     fixed_ratio_vs_bf16: float | None = None  # methods whose size is not an integer code
+    # a cast's payload is a float tensor the collective reduces as such: its dtype (a torch dtype name), whose
+    # measured α-β prices the compressed collective where a profile has it (gloo sums halves at ~1/2 the
+    # bytes per second of floats); None for integer codes
+    wire_dtype: str | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -113,7 +118,9 @@ METHOD_SPECS: dict[CompressionMethod, MethodSpec] = {
     CompressionMethod.NONE: MethodSpec(method=CompressionMethod.NONE, bits=16, group_size=None,
                                        source="bf16 baseline"),
     CompressionMethod.BF16: MethodSpec(method=CompressionMethod.BF16, bits=16, group_size=None,
-                                       source="cast"),
+                                       wire_dtype="bfloat16", source="cast"),
+    CompressionMethod.FP16: MethodSpec(method=CompressionMethod.FP16, bits=16, group_size=None,
+                                       wire_dtype="float16", source="cast (torch fp16_compress_hook)"),
     CompressionMethod.FP8: MethodSpec(method=CompressionMethod.FP8, bits=8, group_size=None,
                                       source="per-tensor scaled e4m3 cast"),
     CompressionMethod.INT8: MethodSpec(method=CompressionMethod.INT8, bits=8, group_size=WEIGHT_GROUP,
@@ -137,6 +144,18 @@ METHOD_SPECS: dict[CompressionMethod, MethodSpec] = {
 # tlq-hs (both levels) 0.63 / 0.61. Defaults: about the int8 figures, i.e. a conservative single core.
 CPU_QUANT_GBps = 0.8
 CPU_DEQUANT_GBps = 1.0
+# A cast (bf16, fp16) is one streaming pass, not a quantizer: the same bench's bf16 row measured 17.1 GB/s
+# down (x.bfloat16()) and 16.0 GB/s back (.float()), 4 Mi fp32 elements, best of 5 (2026-11-27), and
+# fp32 -> fp16 -> fp32 copies of 4-26 MB ran at 16-17 GB/s both ways on the same host.
+CPU_CAST_GBps = (17.0, 16.0)
+
+
+def cpu_codec_GBps(method: CompressionMethod) -> tuple[float, float]:
+    """(quantize, dequantize) GB/s of uncompressed input on one CPU core: a cast streams, a quantizer
+    computes group scales and codes (the figures above)."""
+    if METHOD_SPECS[method].wire_dtype is not None:
+        return CPU_CAST_GBps
+    return CPU_QUANT_GBps, CPU_DEQUANT_GBps
 
 
 def hbm_bound_GBps(hbm_GBps: float, efficiency: float, in_bytes_per_element: float,
@@ -172,7 +191,7 @@ class CompressedCost:
 
 def compressed_comm_cost(*, uncompressed_bytes: float, uncompressed_comm_s: float,
                          method: CompressionMethod, uncompressed_dtype_bytes: int = BF16_BYTES,
-                         quant_GBps: float = CPU_QUANT_GBps, dequant_GBps: float = CPU_DEQUANT_GBps,
+                         quant_GBps: float | None = None, dequant_GBps: float | None = None,
                          latency_s: float = 0.0, spec: MethodSpec | None = None) -> CompressedCost:
     """Cost of one collective after compression (alpha-beta with the beta term scaled by the ratio):
 
@@ -183,11 +202,15 @@ def compressed_comm_cost(*, uncompressed_bytes: float, uncompressed_comm_s: floa
     `bytes` is what the uncompressed collective moves per rank; quantization reads that many input bytes
     (an all-gather's receivers dequantize the gathered buffer, same size). TLq-HS (2 passes) is costed
     at its inter-node int4 ratio, the level that dominates on multi-node clusters; its intra-node level
-    runs at int8 (spec.intra_node_bits). `none` returns the input unchanged.
+    runs at int8 (spec.intra_node_bits). `none` returns the input unchanged. Codec rates default to one
+    CPU core's (cpu_codec_GBps).
     """
     if uncompressed_bytes < 0 or uncompressed_comm_s < 0:
         raise DistscopeError(f"uncompressed_bytes={uncompressed_bytes}, uncompressed_comm_s="
                              f"{uncompressed_comm_s}: must be >= 0")
+    cpu_q, cpu_dq = cpu_codec_GBps(method)
+    quant_GBps = cpu_q if quant_GBps is None else quant_GBps
+    dequant_GBps = cpu_dq if dequant_GBps is None else dequant_GBps
     if quant_GBps <= 0 or dequant_GBps <= 0:
         raise DistscopeError(f"quant_GBps={quant_GBps}, dequant_GBps={dequant_GBps}: must be > 0")
     if not 0 <= latency_s <= uncompressed_comm_s:

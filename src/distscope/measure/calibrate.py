@@ -68,27 +68,29 @@ def calibrate(
     source: str = "",
     stat: str = "median",
 ) -> SystemProfile:
-    """One OpFit per (level, op) from the out-of-place results (nranks must be constant per pair)."""
+    """One OpFit per (level, op, dtype) from the out-of-place results (nranks must be constant per
+    triple): a sweep of several dtypes is never fitted as one line (gloo's float16 all-reduce moves half
+    the bytes per second of its float32 one). "levels" takes float32's fits, `by_dtype` keeps each."""
     if stat not in STATS:
         raise DistscopeError(f"stat={stat!r} must be one of {', '.join(STATS)}")
-    by_key: dict[tuple[str, Collective], list[CollectiveResult]] = defaultdict(list)
+    by_key: dict[tuple[str, Collective, str], list[CollectiveResult]] = defaultdict(list)
     for r in results:
         if not r.in_place:
-            by_key[(r.level, r.op)].append(r)
+            by_key[(r.level, r.op, r.dtype)].append(r)
     if not by_key:
         raise DistscopeError("calibration got no (out-of-place) results")
-    levels: dict[str, dict[Collective, OpFit]] = defaultdict(dict)
-    for (level, op), rs in sorted(by_key.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+    by_dtype: dict[str, dict[str, dict[Collective, OpFit]]] = defaultdict(lambda: defaultdict(dict))
+    for (level, op, dtype), rs in sorted(by_key.items(), key=lambda kv: (kv[0][0], kv[0][1].value, kv[0][2])):
         nr = {r.nranks for r in rs}
         if len(nr) != 1:
             raise DistscopeError(
-                f"level={level} op={op.value} mixes nranks {sorted(nr)}; calibrate each apart"
+                f"level={level} op={op.value} dtype={dtype} mixes nranks {sorted(nr)}; calibrate each apart"
             )
         rs = sorted(rs, key=lambda r: r.bytes)
         sizes = [r.bytes for r in rs]
         times = [r.time_s if stat == "median" else r.time_min_s for r in rs]
         fit = fit_alpha_beta(sizes, times)
-        levels[level][op] = OpFit(
+        by_dtype[dtype][level][op] = OpFit(
             alpha_s=fit.alpha_s,
             beta_s_per_byte=fit.beta_s_per_byte,
             max_rel_err=max_rel_error(fit, sizes, times),
@@ -96,6 +98,13 @@ def calibrate(
             min_bytes=sizes[0],
             max_bytes=sizes[-1],
             nranks=nr.pop(),
-            dtype=rs[0].dtype,
+            dtype=dtype,
         )
-    return SystemProfile(name=name, device=device, source=source, levels=dict(levels))
+    # one dtype per (level, op) in "levels": float32 where it was swept (a sweep's default), else the first
+    levels: dict[str, dict[Collective, OpFit]] = defaultdict(dict)
+    for dtype in sorted(by_dtype, key=lambda d: (d != "float32", d)):
+        for level, ops in by_dtype[dtype].items():
+            for op, op_fit in ops.items():
+                levels[level].setdefault(op, op_fit)
+    extra = {dt: {lv: dict(ops) for lv, ops in lvs.items()} for dt, lvs in by_dtype.items()} if len(by_dtype) > 1 else {}
+    return SystemProfile(name=name, device=device, source=source, levels=dict(levels), by_dtype=extra)

@@ -18,7 +18,10 @@ Schema (JSON, "schema": "distscope.system_profile/1"):
           }
         }
       },
-      "kernels": { ... }   (optional: GEMM/attention/element-wise tables, measure/kernel_profile.py)
+      "kernels": { ... },  (optional: GEMM/attention/element-wise tables, measure/kernel_profile.py)
+      "dtypes": {"<torch dtype, e.g. 'float16'>": {<level>: {<op>: {...fit...}}}}
+                           (optional: a sweep of several dtypes keeps each one's fits here; "levels" holds
+                            float32's, or the first dtype's)
     }
 
 A profile may hold only levels, only kernels (then "levels" is {}), or both.
@@ -84,6 +87,9 @@ class SystemProfile:
     device: str = ""
     source: str = ""
     kernels: KernelProfile | None = None
+    # {dtype: {level: {op: fit}}} of every dtype a multi-dtype sweep measured (a reduction's cost per byte
+    # depends on the element type: gloo sums float16 at about half float32's bytes per second)
+    by_dtype: dict[str, dict[str, dict[Collective, OpFit]]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.levels and self.kernels is None:
@@ -95,11 +101,9 @@ class SystemProfile:
             "name": self.name,
             "device": self.device,
             "source": self.source,
-            "levels": {
-                lvl: {op.value: dataclasses.asdict(fit) for op, fit in ops.items()}
-                for lvl, ops in self.levels.items()
-            },
+            "levels": _levels_dict(self.levels),
             **({"kernels": self.kernels.to_dict()} if self.kernels is not None else {}),
+            **({"dtypes": {dt: _levels_dict(lv) for dt, lv in self.by_dtype.items()}} if self.by_dtype else {}),
         }
 
     @classmethod
@@ -108,28 +112,37 @@ class SystemProfile:
             raise DistscopeError(f"{where}: schema={d.get('schema')!r}, expected {SCHEMA!r}")
         if not isinstance(d.get("levels", {}), dict):
             raise DistscopeError(f"{where}: 'levels' must be an object")
-        fields = {f.name for f in dataclasses.fields(OpFit)}
-        try:
-            levels = {
-                str(lvl): {
-                    Collective.parse(op, field=f"{where} level {lvl} op"): OpFit(
-                        **{k: fit[k] for k in fields}
-                    )
-                    for op, fit in ops.items()
-                }
-                for lvl, ops in d.get("levels", {}).items()
-            }
-        except KeyError as exc:
-            raise DistscopeError(f"{where}: missing field {exc.args[0]!r}") from None
-        except (AttributeError, TypeError) as exc:  # a level or op entry that is not an object of numbers
-            raise DistscopeError(f"{where}: malformed 'levels' ({exc})") from None
+        if not isinstance(d.get("dtypes", {}), dict):
+            raise DistscopeError(f"{where}: 'dtypes' must be an object")
         return cls(
             name=str(d.get("name", "")),
             device=str(d.get("device", "")),
             source=str(d.get("source", "")),
-            levels=levels,
+            levels=_levels_from(d.get("levels", {}), where, "levels"),
             kernels=KernelProfile.from_dict(d["kernels"], f"{where} kernels") if "kernels" in d else None,
+            by_dtype={str(dt): _levels_from(lv, where, f"dtypes {dt}") for dt, lv in d.get("dtypes", {}).items()},
         )
+
+
+def _levels_dict(levels: dict[str, dict[Collective, OpFit]]) -> dict[str, Any]:
+    return {lvl: {op.value: dataclasses.asdict(fit) for op, fit in ops.items()} for lvl, ops in levels.items()}
+
+
+def _levels_from(raw: Any, where: str, what: str) -> dict[str, dict[Collective, OpFit]]:
+    """{level: {op: fit}} from its JSON form; one line naming the entry otherwise."""
+    fields = {f.name for f in dataclasses.fields(OpFit)}
+    try:
+        return {
+            str(lvl): {
+                Collective.parse(op, field=f"{where} {what} level {lvl} op"): OpFit(**{k: fit[k] for k in fields})
+                for op, fit in ops.items()
+            }
+            for lvl, ops in raw.items()
+        }
+    except KeyError as exc:
+        raise DistscopeError(f"{where}: {what}: missing field {exc.args[0]!r}") from None
+    except (AttributeError, TypeError) as exc:  # a level or op entry that is not an object of numbers
+        raise DistscopeError(f"{where}: malformed {what!r} ({exc})") from None
 
 
 def save_profile(profile: SystemProfile, path: Path) -> None:

@@ -46,6 +46,7 @@ def profile_table(profile: SystemProfile) -> Table:
     for col in (
         "level",
         "op",
+        "dtype",
         "nranks",
         "alpha_us",
         "beta_ns_per_byte",
@@ -55,19 +56,13 @@ def profile_table(profile: SystemProfile) -> Table:
         "max_rel_err",
     ):
         t.add_column(col, justify="left" if col in ("level", "op") else "right")
-    for lvl, ops in profile.levels.items():
-        for op, f in ops.items():
-            t.add_row(
-                lvl,
-                op.value,
-                str(f.nranks),
-                f"{f.alpha_s * 1e6:.2f}",
-                f"{f.beta_s_per_byte * 1e9:.4f}",
-                f"{f.busbw_GBps(op):.4f}",
-                str(f.n_points),
-                f"{f.min_bytes}..{f.max_bytes}",
-                f"{f.max_rel_err:.1%}",
-            )
+    every = profile.by_dtype or {"": profile.levels}  # a multi-dtype sweep: each dtype's fits
+    for lvls in every.values():
+        for lvl, ops in lvls.items():
+            for op, f in ops.items():
+                t.add_row(lvl, op.value, f.dtype, str(f.nranks), f"{f.alpha_s * 1e6:.2f}",
+                          f"{f.beta_s_per_byte * 1e9:.4f}", f"{f.busbw_GBps(op):.4f}", str(f.n_points),
+                          f"{f.min_bytes}..{f.max_bytes}", f"{f.max_rel_err:.1%}")
     return t
 
 

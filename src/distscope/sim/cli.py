@@ -354,9 +354,10 @@ def _network(
     bw: dict[str, float],
     lat: dict[str, float],
     placement: tuple[int, ...] | None,
-) -> tuple[NetworkModel, Device, tuple[float, float]]:
-    """The network model, the device for nodes without durations, and compression codec throughputs."""
-    from distscope.compress.spec import CPU_DEQUANT_GBps, CPU_QUANT_GBps, GPU_DEQUANT_GBps, GPU_QUANT_GBps
+) -> tuple[NetworkModel, Device, tuple[float, float] | None]:
+    """The network model, the device for nodes without durations, and compression codec throughputs
+    (None: a CPU core's, by method)."""
+    from distscope.compress.spec import GPU_DEQUANT_GBps, GPU_QUANT_GBps
     from distscope.dtypes import DType
     from distscope.sim.astra_config import read_network, read_system
     from distscope.sim.network import AstraNetwork
@@ -391,7 +392,7 @@ def _network(
                 raise DistscopeError(f"{flag}: level {bad[0]!r} is not the profile's level {net.level!r}")
         net = ProfileNetwork(prof, level=net.level, bw_scale=bw.get(net.level, 1.0),
                              latency_scale=lat.get(net.level, 1.0))
-        return net, Device(), (CPU_QUANT_GBps, CPU_DEQUANT_GBps)
+        return net, Device(), None  # a host's profile: one CPU core's codec rates, by method (compress/spec.py)
     if network is None or system is None:
         raise DistscopeError(
             "simulate needs --profile P.json, --cluster NAME --gpus N, or --network NET.yml --system SYS.json"

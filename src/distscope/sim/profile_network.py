@@ -70,10 +70,21 @@ class ProfileNetwork:
             raise DistscopeError(f"bandwidth scale {bw_scale} must be > 0 and latency scale {latency_scale} >= 0")
         self.level = level
         self.fits = profile.levels[level]
+        self.profile = profile
         self.profile_name = profile.name
         self._npus = num_npus
         self._bw = bw_scale
         self._lat = latency_scale
+
+    def for_dtype(self, dtype: str) -> ProfileNetwork | None:
+        """The same network priced with `dtype`'s fits where the profile measured them (other ops keep
+        this one's); None when it has none at this level."""
+        fits = self.profile.by_dtype.get(dtype, {}).get(self.level)
+        if not fits:
+            return None
+        net = ProfileNetwork(self.profile, self._npus, level=self.level, bw_scale=self._bw, latency_scale=self._lat)
+        net.fits = {**self.fits, **fits}
+        return net
 
     @property
     def num_npus(self) -> int:

@@ -8,9 +8,10 @@ Each option changes one thing and leaves the rest of the captured step as it ran
 * a collective's algorithm forced (ring, tree, rhd, ... from comm/; measured profiles re-price
   relative to the ring, see sim/profile_network.py);
 * compress a group's collectives with a `compress` method: the collective moves bytes·r
-  (r = compress.spec.ratio_vs(method, dtype of the payload)) priced by the same network model,
-  plus the method's quantize + dequantize time (compress.spec.compressed_comm_cost), serially on the
-  group's stream;
+  (r = compress.spec.ratio_vs(method, dtype of the payload)) priced by the same network model (a cast's
+  bf16/fp16 payload with that dtype's measured α-β where the profile swept it), plus the method's
+  quantize + dequantize time (compress.spec.compressed_comm_cost; on a host's profile one CPU core's
+  rates, a cast's or a quantizer's), serially on the group's stream;
 * remove a group's communication (its transfers take no time: an upper bound on what overlap or
   compression could win);
 * move the job to a cluster preset: trace rank i runs on cluster GPU placement[i] (default i).
@@ -21,7 +22,7 @@ recorded it) or `all`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Protocol
 
 from distscope.comm import Algorithm
@@ -55,7 +56,7 @@ class WhatIf:
     compress: Mapping[str, CompressionMethod] = dataclasses.field(default_factory=dict)
     no_comm: frozenset[str] = frozenset()
     placement: tuple[int, ...] | None = None
-    codec_GBps: tuple[float, float] | None = None  # (quantize, dequantize); None: compress/spec's CPU defaults
+    codec_GBps: tuple[float, float] | None = None  # (quantize, dequantize); None: one CPU core's, by method
 
     def __post_init__(self) -> None:
         if not self.compute_scale > 0:
@@ -242,11 +243,12 @@ class WhatIfNetwork:
         p = self.whatif.placement
         return tuple(ranks) if p is None else tuple(p[r] for r in ranks)
 
-    def _price(self, kind: CollKind, size: int, members: tuple[int, ...], pg: str) -> float:
+    def _price(self, kind: CollKind, size: int, members: tuple[int, ...], pg: str, net: object = None) -> float:
+        net = self.inner if net is None else net
         algo = self.whatif.algorithms.get(kind)
         if algo is not None:
-            return float(self.inner.collective_algo_s(kind, size, members, algo))  # type: ignore[attr-defined]
-        return float(self.inner.collective_s(kind, size, members, pg))  # type: ignore[attr-defined]
+            return float(net.collective_algo_s(kind, size, members, algo))  # type: ignore[attr-defined]
+        return float(net.collective_s(kind, size, members, pg))  # type: ignore[attr-defined]
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float:
         if self._selected(self.whatif.no_comm, pg_name):
@@ -256,23 +258,25 @@ class WhatIfNetwork:
         key = self._selected(self.whatif.compress, pg_name)
         if key is None or self.whatif.compress[key] is CompressionMethod.NONE:
             return t
-        return self._compressed(t, size_bytes, pg_name, key, lambda s: self._price(kind, s, mapped, pg_name))
+        return self._compressed(t, size_bytes, pg_name, key,
+                                lambda net, s: self._price(kind, s, mapped, pg_name, net))
 
-    def _compressed(self, t: float, size_bytes: int, pg: str, key: str, price: object) -> float:
+    def _compressed(self, t: float, size_bytes: int, pg: str, key: str,
+                    price: Callable[[object, int], float]) -> float:
+        """The compressed transfer: its wire bytes priced by the network (a cast's payload with its own
+        dtype's measured fits where the profile has them: ProfileNetwork.for_dtype), plus the codec."""
         from distscope.compress.spec import METHOD_SPECS
 
         method = self.whatif.compress[key]
+        spec = METHOD_SPECS[method]
         width = DTYPE_BYTES.get(self._dtype.get(pg, ""), BF16_BYTES)
-        r = ratio_vs(METHOD_SPECS[method], width)
-        q, dq = self._codec.get("quant_GBps"), self._codec.get("dequant_GBps")
-        cost = (
-            compressed_comm_cost(uncompressed_bytes=size_bytes, uncompressed_comm_s=t, method=method,
-                                 uncompressed_dtype_bytes=width, quant_GBps=q, dequant_GBps=dq)
-            if q is not None and dq is not None
-            else compressed_comm_cost(uncompressed_bytes=size_bytes, uncompressed_comm_s=t, method=method,
-                                      uncompressed_dtype_bytes=width)
-        )
-        return float(price(round(size_bytes * r))) + cost.quant_s + cost.dequant_s  # type: ignore[operator]
+        r = ratio_vs(spec, width)
+        typed = getattr(self.inner, "for_dtype", None)
+        net = (typed(spec.wire_dtype) if typed is not None and spec.wire_dtype else None) or self.inner
+        cost = compressed_comm_cost(uncompressed_bytes=size_bytes, uncompressed_comm_s=t, method=method,
+                                    uncompressed_dtype_bytes=width, quant_GBps=self._codec.get("quant_GBps"),
+                                    dequant_GBps=self._codec.get("dequant_GBps"))
+        return price(net, round(size_bytes * r)) + cost.quant_s + cost.dequant_s
 
     def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
         if self._selected(self.whatif.no_comm, pg_name):
@@ -283,7 +287,7 @@ class WhatIfNetwork:
         if key is None or self.whatif.compress[key] is CompressionMethod.NONE:
             return t
         return self._compressed(t, size_bytes, pg_name, key,
-                                lambda s: self.inner.p2p_s(a, b, s, pg_name))  # type: ignore[attr-defined]
+                                lambda net, s: float(net.p2p_s(a, b, s, pg_name)))  # type: ignore[attr-defined]
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:
         return tuple(self.inner.resources(self._map(members)))  # type: ignore[attr-defined]
