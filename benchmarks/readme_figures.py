@@ -111,12 +111,15 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
      "checked yet)",
      "`python benchmarks/torchrec_compare.py`"),
-    ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training DLRM result logs, NVIDIA's "
-     "v0.7 PyTorch on 8 A100s with its printed table placement, v1.0 HugeCTR on 8 and 64 A100s; nothing fitted)",
-     "mean abs error {dlrm_accuracy:mean_abs_error_pct:.1f}% over {dlrm_accuracy:count} runs, max "
-     "{dlrm_accuracy:max_abs_error_pct:.1f}% (target 15% over 10 runs: not met): v0.7 PyTorch "
-     "{dlrm_accuracy:rows.0.error_pct:+.1f}%, HugeCTR 8 GPUs {dlrm_accuracy:rows.1.error_pct:+.1f}%, 64 GPUs "
-     "{dlrm_accuracy:rows.2.error_pct:+.1f}% (its hybrid embedding keeps frequent categories off the network)",
+    ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training v0.7-v2.1 DLRM result logs, "
+     "every submitter's A100 and H100 systems a preset expresses, PyTorch and HugeCTR, 4-112 GPUs; nothing fitted)",
+     "mean abs error {dlrm_accuracy:mean_abs_error_pct:.1f}% over {dlrm_accuracy:count} runs from "
+     "{dlrm_accuracy:sources} sources (target 15% over 10 runs: not met). One node: "
+     "{dlrm_accuracy:one_node_mean_abs_error_pct:.1f}% mean abs over {dlrm_accuracy:one_node_count} runs, signed "
+     "{dlrm_accuracy:one_node_mean_error_pct:+.1f}% (too fast on every one); 8-14 nodes: "
+     "{dlrm_accuracy:multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:multi_node_max_error_pct:+.0f}% "
+     "({dlrm_accuracy:multi_node_count} runs: HugeCTR's hybrid embedding keeps frequent categories off the "
+     "network, which distscope's shardings do not express)",
      "`python benchmarks/dlrm_accuracy.py`"),
     ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
      "trained on 4 gloo ranks, bound relative to each chunk's value range",

@@ -1,0 +1,61 @@
+"""Published DLRM training runs (data/evidence/dlrm_runs.csv, described in data/evidence/README.md) priced
+by model/embedding_cost.py under the row's sharding (a file where the source prints its placement, else
+distscope's planner). Nothing is fitted to these rows: every error is out of sample."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from distscope.model.embedding_cost import estimate_dlrm
+from distscope.search.embedding_plan import plan_embeddings
+from distscope.search.sharding_file import load_sharding
+from distscope.system.device import get_device
+from distscope.system.presets import get_cluster
+from distscope.system.topology import Cluster
+from distscope.userfile import read_csv
+from distscope.workload.embedding import load_dlrm
+
+
+@dataclasses.dataclass(frozen=True)
+class DlrmRowResult:
+    run_id: str
+    source: str
+    gpus: int
+    sharding: str
+    measured_ms: float
+    predicted_ms: float
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted_ms / self.measured_ms - 1.0)
+
+
+def row_cluster(row: Mapping[Any, Any]) -> Cluster:
+    """The row's preset at its GPU count; `device` (when given) replaces the preset's GPU, e.g. the 40 GB
+    A100 of 2020's DGX A100 on the dgx-a100 preset's NVSwitch nodes and InfiniBand."""
+    c = get_cluster(row["cluster"], int(row["gpus"]))
+    dev = (row.get("device") or "").strip()
+    return dataclasses.replace(c, device=get_device(dev)) if dev else c
+
+
+def predict_file(path: str | Path, root: Path) -> list[DlrmRowResult]:
+    """Every row of `path`; tables and sharding files are named relative to `root` (the repository). Rows
+    that share tables, cluster, batch and sharding are priced once."""
+    _, rows = read_csv(path, "DLRM runs CSV")
+    priced: dict[tuple[str, ...], float] = {}
+    out = []
+    for _, r in rows:
+        key = (r["model"], r["cluster"], r.get("device") or "", r["gpus"], r["global_batch"], r["sharding"])
+        if key not in priced:
+            spec = load_dlrm(r["model"].replace("dlrm:", f"dlrm:{root}/", 1))
+            c = row_cluster(r)
+            gb = int(r["global_batch"])
+            sh = (plan_embeddings(spec, c, global_batch=gb).shardings if r["sharding"] == "planner"
+                  else load_sharding(str(root / r["sharding"]), spec, c))
+            priced[key] = estimate_dlrm(spec, c, sh, global_batch=gb).step_time_s * 1e3
+        out.append(DlrmRowResult(run_id=r["id"], source=r["source"], gpus=int(r["gpus"]), sharding=r["sharding"],
+                                 measured_ms=float(r["measured_step_ms"]), predicted_ms=priced[key]))
+    return out
