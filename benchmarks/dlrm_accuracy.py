@@ -1,8 +1,9 @@
 """DLRM step time against published runs (data/evidence/dlrm_runs.csv: MLPerf Training DLRM result logs
-of v0.7-v2.1, every submitter's A100 and H100 systems that a preset expresses): each row's tables,
+of v0.7-v2.1 and DLRM-DCNv2 logs of v3.0-v4.0, every submitter's A100, H100 and H200 systems that a
+preset expresses): each row's tables,
 cluster, GPUs, global batch and sharding (a published one where the source prints it, else distscope's
 planner), priced by validate/dlrm_rows.py with nothing fitted to the rows. Issue 22's target is 15% mean
-over at least 10 runs per family. Reported overall, by node count (one node: NVLink only; several: the
+over at least 10 runs per family. Reported overall and per model, by node count (one node: NVLink only; several: the
 all-to-alls cross InfiniBand) and by source (the MLPerf round and submitter).
 
     python benchmarks/dlrm_accuracy.py
@@ -31,9 +32,16 @@ def main() -> None:
         rows.append({"id": r.run_id, "gpus": r.gpus, "sharding": r.sharding, "measured_ms": r.measured_ms,
                      "predicted_ms": round(r.predicted_ms, 4), "error_pct": round(r.error_pct, 1)})
         print(f"{r.run_id}: measured {r.measured_ms:.3f} ms, predicted {r.predicted_ms:.3f} ms ({r.error_pct:+.1f}%)")
+    def stats(pool: list) -> dict:  # type: ignore[type-arg]
+        one = [r.error_pct for r in pool if r.gpus <= 8]
+        many = [r.error_pct for r in pool if r.gpus > 8]
+        return {"count": len(pool), "mean_abs_error_pct": _mean_abs([r.error_pct for r in pool]),
+                "one_node_count": len(one), "one_node_mean_abs_error_pct": _mean_abs(one),
+                "one_node_mean_error_pct": round(statistics.fmean(one), 1),
+                "multi_node_count": len(many), "multi_node_min_error_pct": round(min(many), 1),
+                "multi_node_max_error_pct": round(max(many), 1)}
+
     errs = [r.error_pct for r in results]
-    one = [r.error_pct for r in results if r.gpus <= 8]
-    many = [r.error_pct for r in results if r.gpus > 8]
     by_source: dict[str, list[float]] = defaultdict(list)
     for r in results:  # "MLPerf Training v1.0, NVIDIA, ..." -> "v1.0 NVIDIA"
         rnd, sub = r.source.split(",")[:2]
@@ -41,13 +49,10 @@ def main() -> None:
     save("dlrm_accuracy", {
         "rows": rows, "count": len(rows), "mean_abs_error_pct": _mean_abs(errs),
         "max_abs_error_pct": round(max(abs(e) for e in errs), 1), "mean_error_pct": round(statistics.fmean(errs), 1),
-        "one_node_count": len(one), "one_node_mean_abs_error_pct": _mean_abs(one),
-        "one_node_mean_error_pct": round(statistics.fmean(one), 1),
-        "multi_node_count": len(many), "multi_node_mean_abs_error_pct": _mean_abs(many),
-        "multi_node_min_error_pct": round(min(many), 1), "multi_node_max_error_pct": round(max(many), 1),
+        **stats(results), "dlrm": stats([r for r in results if "dcnv2" not in r.model]),
+        "dcnv2": stats([r for r in results if "dcnv2" in r.model]),
         "sources": len(by_source), "mean_abs_error_pct_by_source": {k: _mean_abs(v) for k, v in sorted(by_source.items())},
     })
-
 
 if __name__ == "__main__":
     main()

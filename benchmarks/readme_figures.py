@@ -111,15 +111,21 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
      "checked yet)",
      "`python benchmarks/torchrec_compare.py`"),
-    ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training v0.7-v2.1 DLRM result logs, "
-     "every submitter's A100 and H100 systems a preset expresses, PyTorch and HugeCTR, 4-112 GPUs; nothing fitted)",
+    ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training result logs, DLRM of "
+     "v0.7-v2.1 and DLRM-DCNv2 of v3.0-v4.0, every submitter's A100, H100 and H200 systems a preset expresses, "
+     "4-128 GPUs; nothing fitted)",
      "mean abs error {dlrm_accuracy:mean_abs_error_pct:.1f}% over {dlrm_accuracy:count} runs from "
-     "{dlrm_accuracy:sources} sources (target 15% over 10 runs: not met). One node: "
-     "{dlrm_accuracy:one_node_mean_abs_error_pct:.1f}% mean abs over {dlrm_accuracy:one_node_count} runs, signed "
-     "{dlrm_accuracy:one_node_mean_error_pct:+.1f}% (too fast on every one); 8-14 nodes: "
-     "{dlrm_accuracy:multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:multi_node_max_error_pct:+.0f}% "
-     "({dlrm_accuracy:multi_node_count} runs: HugeCTR's hybrid embedding keeps frequent categories off the "
-     "network, which distscope's shardings do not express)",
+     "{dlrm_accuracy:sources} sources (target 15% over 10 runs: not met). DLRM: one node "
+     "{dlrm_accuracy:dlrm.one_node_mean_abs_error_pct:.1f}% mean abs over {dlrm_accuracy:dlrm.one_node_count} runs, "
+     "signed {dlrm_accuracy:dlrm.one_node_mean_error_pct:+.1f}%; 8-14 nodes "
+     "{dlrm_accuracy:dlrm.multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:dlrm.multi_node_max_error_pct:+.0f}% "
+     "({dlrm_accuracy:dlrm.multi_node_count} runs). DCNv2: one node "
+     "{dlrm_accuracy:dcnv2.one_node_mean_abs_error_pct:.1f}% over {dlrm_accuracy:dcnv2.one_node_count} runs, signed "
+     "{dlrm_accuracy:dcnv2.one_node_mean_error_pct:+.1f}%; 8-16 nodes "
+     "{dlrm_accuracy:dcnv2.multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:dcnv2.multi_node_max_error_pct:+.0f}% "
+     "({dlrm_accuracy:dcnv2.multi_node_count} runs). Multi-node runs use what distscope's shardings do not "
+     "express: HugeCTR's hybrid embedding (frequent categories data-parallel) and, for DCNv2, its hier_auto plan "
+     "over SHARP",
      "`python benchmarks/dlrm_accuracy.py`"),
     ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
      "trained on 4 gloo ranks, bound relative to each chunk's value range",

@@ -23,6 +23,7 @@ from distscope.workload.embedding import load_dlrm
 class DlrmRowResult:
     run_id: str
     source: str
+    model: str
     gpus: int
     sharding: str
     measured_ms: float
@@ -50,12 +51,14 @@ def predict_file(path: str | Path, root: Path) -> list[DlrmRowResult]:
     for _, r in rows:
         key = (r["model"], r["cluster"], r.get("device") or "", r["gpus"], r["global_batch"], r["sharding"])
         if key not in priced:
-            spec = load_dlrm(r["model"].replace("dlrm:", f"dlrm:{root}/", 1))
+            name = r["model"]  # a tables file relative to the repository, or a preset (dlrm:mlperf-dcnv2)
+            spec = load_dlrm(name.replace("dlrm:", f"dlrm:{root}/", 1) if name.endswith((".yaml", ".yml")) else name)
             c = row_cluster(r)
             gb = int(r["global_batch"])
             sh = (plan_embeddings(spec, c, global_batch=gb).shardings if r["sharding"] == "planner"
                   else load_sharding(str(root / r["sharding"]), spec, c))
             priced[key] = estimate_dlrm(spec, c, sh, global_batch=gb).step_time_s * 1e3
-        out.append(DlrmRowResult(run_id=r["id"], source=r["source"], gpus=int(r["gpus"]), sharding=r["sharding"],
+        out.append(DlrmRowResult(run_id=r["id"], source=r["source"], model=r["model"], gpus=int(r["gpus"]),
+                                 sharding=r["sharding"],
                                  measured_ms=float(r["measured_step_ms"]), predicted_ms=priced[key]))
     return out
