@@ -283,7 +283,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{capture_fidelity_wide:repeatability.simulated_spread_pct:.0f}% (job: "
      "{capture_fidelity_wide:repeatability.unprofiled_spread_pct:.0f}%); capture "
      "{capture_fidelity_wide:capture_overhead.capture_wall_s:.1f} s vs the job's "
-     "{capture_fidelity_wide:capture_overhead.job_wall_s:.1f} s",
+     "{capture_fidelity_wide:capture_overhead.job_wall_s:.1f} s; the fp16 comm hook as a what-if "
+     "(`--compress dp=fp16` on the plain capture) against the hooked job: step change predicted "
+     "{capture_fidelity_wide:fp16_hook_what_if.0.predicted_change_s:+.3f} s, measured "
+     "{capture_fidelity_wide:fp16_hook_what_if.0.measured_change_s:+.3f} s on 2 ranks; "
+     "{capture_fidelity_wide:fp16_hook_what_if.1.predicted_change_s:+.3f} vs "
+     "{capture_fidelity_wide:fp16_hook_what_if.1.measured_change_s:+.3f} s on 4",
      "`python benchmarks/capture_fidelity.py [--wide]`"),
     ("per-op, per-size collective choice (MCR-DL; `distscope measure algorithms`): gloo's own all_reduce, all_gather "
      "and reduce_scatter against decompositions into its other primitives, measured on 4 gloo ranks, then a workload "
