@@ -326,3 +326,10 @@ def test_a_cast_what_if_prices_its_payload_with_that_dtypes_fit_and_a_cast_codec
     bf16 = WhatIfNetwork(plain, WhatIf(compress={"dp": CompressionMethod.BF16}), traces)
     assert bf16.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0") == pytest.approx(1e-4 + 1e-9 * size / 2 + codec)
     assert cpu_codec_GBps(CompressionMethod.INT8) != CPU_CAST_GBps  # a quantizer is slower than a cast
+    # a group whose captured payload is already half precision is priced at float16's fit too (the
+    # capture's 'c10::Half'); another group keeps float32's
+    typed = plain.with_group_dtypes({"0": "c10::Half", "1": "float"})
+    assert typed.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0") == pytest.approx(1e-4 + 2e-9 * size)
+    assert typed.collective_s(CollKind.ALL_REDUCE, size, (0, 1), "1") == pytest.approx(t32)
+    assert plain.with_group_dtypes({"0": "c10::BFloat16"}).collective_s(CollKind.ALL_REDUCE, size, (0, 1), "0") == \
+        pytest.approx(t32)  # not swept: float32's

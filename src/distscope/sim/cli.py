@@ -207,6 +207,10 @@ def simulate(
                                  f"{model.num_npus}; give --gpus {traces.num_ranks} or more")
     rank_check(traces.num_ranks)
     W.check_groups(whatif, traces)
+    from distscope.sim.profile_network import ProfileNetwork
+
+    if isinstance(model, ProfileNetwork) and model.profile.by_dtype:  # each group at its payload's measured α-β
+        model = model.with_group_dtypes(traces.group_dtypes())
     if whatif.changes_network:
         whatif = dataclasses.replace(whatif, codec_GBps=codec)
         model = W.WhatIfNetwork(model, whatif, traces)

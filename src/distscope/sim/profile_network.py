@@ -7,7 +7,9 @@ implies (system/calibrated.py): the bus bandwidth factor(op, m)/β stays, so β_
 the per-step latency α_m/steps(m) stays, so α_n = α_m · steps(n)/steps(m) (nccl-tests busbw factors;
 ring steps 2(n-1) for all-reduce, n-1 for all-gather/reduce-scatter/all-to-all/broadcast). A group of
 one costs nothing. Point-to-point messages use the send_recv fit. The level is the profile's only
-level, or the one named.
+level, or the one named. A profile swept in several dtypes prices a group's collectives with the fits of
+the dtype its traces record (`with_group_dtypes`: a captured bf16 all-reduce at bfloat16's measured α-β,
+not float32's; gloo sums halves at about half float32's bytes per second).
 
 What-if knobs (sim/whatif.py): `bw_scale` divides β, `latency_scale` multiplies α, and `algorithm`
 re-prices with another algorithm relative to the ring: t · t_alg/t_ring, both from comm/'s α-β cost
@@ -18,7 +20,7 @@ already contains whatever algorithm the library ran).
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from distscope.comm import Algorithm, Collective, GroupNet, collective_time
 from distscope.errors import DistscopeError, closest
@@ -26,6 +28,11 @@ from distscope.measure.profile import OpFit, SystemProfile
 from distscope.sim.network import PRICED_AS
 from distscope.system.calibrated import RING_STEPS
 from distscope.trace.graph import CollKind
+
+# a capture's element type names (ET's 'Tensor(c10::BFloat16)') as `measure collectives --dtypes` names them
+TORCH_DTYPE = {"float": "float32", "double": "float64", "c10::Half": "float16", "half": "float16",
+               "c10::BFloat16": "bfloat16", "long": "int64", "long int": "int64", "int": "int32",
+               "signed char": "int8", "unsigned char": "uint8"}
 
 
 def nccl_bytes(kind: CollKind, comm_size_bytes: int, n: int) -> int:
@@ -75,15 +82,26 @@ class ProfileNetwork:
         self._npus = num_npus
         self._bw = bw_scale
         self._lat = latency_scale
+        self._group_fits: dict[str, dict[Collective, OpFit]] = {}  # groups whose payload has its own fits
 
     def for_dtype(self, dtype: str) -> ProfileNetwork | None:
         """The same network priced with `dtype`'s fits where the profile measured them (other ops keep
         this one's); None when it has none at this level."""
-        fits = self.profile.by_dtype.get(dtype, {}).get(self.level)
+        fits = self.profile.by_dtype.get(TORCH_DTYPE.get(dtype, dtype), {}).get(self.level)
         if not fits:
             return None
         net = ProfileNetwork(self.profile, self._npus, level=self.level, bw_scale=self._bw, latency_scale=self._lat)
         net.fits = {**self.fits, **fits}
+        return net
+
+    def with_group_dtypes(self, group_dtypes: Mapping[str, str]) -> ProfileNetwork:
+        """This network, pricing each named group's collectives with the fits of its payload's dtype where
+        the profile swept that dtype (TraceSet.group_dtypes; other groups and ops keep this one's fits)."""
+        net = ProfileNetwork(self.profile, self._npus, level=self.level, bw_scale=self._bw, latency_scale=self._lat)
+        for pg, dtype in group_dtypes.items():
+            typed = self.for_dtype(dtype)
+            if typed is not None:
+                net._group_fits[pg] = typed.fits
         return net
 
     @property
@@ -91,8 +109,8 @@ class ProfileNetwork:
         """A profile prices any number of ranks (None: as many as the traces have)."""
         return sys.maxsize if self._npus is None else self._npus
 
-    def _fit(self, op: Collective) -> OpFit:
-        fit = self.fits.get(op)
+    def _fit(self, op: Collective, pg: str = "") -> OpFit:
+        fit = self._group_fits.get(pg, self.fits).get(op)
         if fit is None:
             have = ", ".join(sorted(o.value for o in self.fits))
             raise DistscopeError(
@@ -101,15 +119,16 @@ class ProfileNetwork:
             )
         return fit
 
-    def _alpha_beta(self, op: Collective, n: int) -> tuple[float, float]:
-        a, b = scaled_fit(op, self._fit(op), n)
+    def _alpha_beta(self, op: Collective, n: int, pg: str = "") -> tuple[float, float]:
+        a, b = scaled_fit(op, self._fit(op, pg), n)
         return a * self._lat, b / self._bw
 
     def collective_s(self, kind: CollKind, size_bytes: int, members: tuple[int, ...], pg_name: str = "") -> float:
-        return self.collective_algo_s(kind, size_bytes, members, None)
+        return self.collective_algo_s(kind, size_bytes, members, None, pg_name)
 
     def collective_algo_s(
-        self, kind: CollKind, size_bytes: int, members: tuple[int, ...], algorithm: Algorithm | None
+        self, kind: CollKind, size_bytes: int, members: tuple[int, ...], algorithm: Algorithm | None,
+        pg_name: str = "",
     ) -> float:
         n = len(members)
         if n <= 1:
@@ -118,7 +137,7 @@ class ProfileNetwork:
         if op is None:
             raise DistscopeError(f"comm_type={kind.value} has no measured cost model")
         size = 0 if kind is CollKind.BARRIER else nccl_bytes(kind, size_bytes, n)
-        a, b = self._alpha_beta(op, n)
+        a, b = self._alpha_beta(op, n, pg_name)
         t = a + b * size
         if algorithm is None:
             return t
@@ -132,7 +151,7 @@ class ProfileNetwork:
         return t * alt / ring if ring > 0 else t
 
     def p2p_s(self, src: int, dst: int, size_bytes: int, pg_name: str = "") -> float:
-        a, b = self._alpha_beta(Collective.SEND_RECV, 2)
+        a, b = self._alpha_beta(Collective.SEND_RECV, 2, pg_name)
         return a + b * size_bytes
 
     def resources(self, members: Sequence[int]) -> tuple[Hashable, ...]:

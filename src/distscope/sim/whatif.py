@@ -215,11 +215,7 @@ class WhatIfNetwork:
         self.whatif = whatif
         labels = traces.group_labels
         self._labels = labels
-        self._dtype: dict[str, str] = {}
-        for g in traces.graphs.values():
-            for n in g.nodes:
-                if n.pg_name and n.comm_dtype:
-                    self._dtype.setdefault(n.pg_name, n.comm_dtype)
+        self._dtype = traces.group_dtypes()
         if whatif.algorithms and not hasattr(inner, "collective_algo_s"):
             raise DistscopeError("--algorithm needs --cluster or --profile (ASTRA-sim configs fix their algorithm)")
         self._codec: dict[str, float] = {}

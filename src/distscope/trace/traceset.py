@@ -25,6 +25,15 @@ class TraceSet:
     # representatives, and every other rank runs its representative's graph.
     class_of: tuple[int, ...] | None = None
 
+    def group_dtypes(self) -> dict[str, str]:
+        """The payload dtype of each process group's collectives, as its traces record it (the first one seen)."""
+        out: dict[str, str] = {}
+        for g in self.graphs.values():
+            for n in g.nodes:
+                if n.pg_name and n.comm_dtype:
+                    out.setdefault(n.pg_name, n.comm_dtype)
+        return out
+
     def __post_init__(self) -> None:
         if not self.graphs:
             raise DistscopeError("trace set: no ranks")
