@@ -16,13 +16,24 @@ from collections import defaultdict
 from pathlib import Path
 
 from _results import save
-from distscope.validate.dlrm_rows import predict_file
+from distscope.validate.dlrm_rows import DlrmRowResult, predict_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _mean_abs(errs: list[float]) -> float:
     return round(statistics.fmean(abs(e) for e in errs), 1)
+
+
+def _stats(pool: list[DlrmRowResult]) -> dict[str, float]:
+    """Mean abs error of a pool of rows, and apart on one node (NVLink only) and on several (InfiniBand)."""
+    one = [r.error_pct for r in pool if r.gpus <= 8]
+    many = [r.error_pct for r in pool if r.gpus > 8]
+    return {"count": len(pool), "mean_abs_error_pct": _mean_abs([r.error_pct for r in pool]),
+            "one_node_count": len(one), "one_node_mean_abs_error_pct": _mean_abs(one),
+            "one_node_mean_error_pct": round(statistics.fmean(one), 1),
+            "multi_node_count": len(many), "multi_node_min_error_pct": round(min(many), 1),
+            "multi_node_max_error_pct": round(max(many), 1)}
 
 
 def main() -> None:
@@ -32,27 +43,19 @@ def main() -> None:
         rows.append({"id": r.run_id, "gpus": r.gpus, "sharding": r.sharding, "measured_ms": r.measured_ms,
                      "predicted_ms": round(r.predicted_ms, 4), "error_pct": round(r.error_pct, 1)})
         print(f"{r.run_id}: measured {r.measured_ms:.3f} ms, predicted {r.predicted_ms:.3f} ms ({r.error_pct:+.1f}%)")
-    def stats(pool: list) -> dict:  # type: ignore[type-arg]
-        one = [r.error_pct for r in pool if r.gpus <= 8]
-        many = [r.error_pct for r in pool if r.gpus > 8]
-        return {"count": len(pool), "mean_abs_error_pct": _mean_abs([r.error_pct for r in pool]),
-                "one_node_count": len(one), "one_node_mean_abs_error_pct": _mean_abs(one),
-                "one_node_mean_error_pct": round(statistics.fmean(one), 1),
-                "multi_node_count": len(many), "multi_node_min_error_pct": round(min(many), 1),
-                "multi_node_max_error_pct": round(max(many), 1)}
-
     errs = [r.error_pct for r in results]
     by_source: dict[str, list[float]] = defaultdict(list)
     for r in results:  # "MLPerf Training v1.0, NVIDIA, ..." -> "v1.0 NVIDIA"
         rnd, sub = r.source.split(",")[:2]
         by_source[f"{rnd.split()[-1]} {sub.strip()}"].append(r.error_pct)
     save("dlrm_accuracy", {
-        "rows": rows, "count": len(rows), "mean_abs_error_pct": _mean_abs(errs),
+        "rows": rows, **_stats(results),
         "max_abs_error_pct": round(max(abs(e) for e in errs), 1), "mean_error_pct": round(statistics.fmean(errs), 1),
-        **stats(results), "dlrm": stats([r for r in results if "dcnv2" not in r.model]),
-        "dcnv2": stats([r for r in results if "dcnv2" in r.model]),
+        "dlrm": _stats([r for r in results if "dcnv2" not in r.model]),
+        "dcnv2": _stats([r for r in results if "dcnv2" in r.model]),
         "sources": len(by_source), "mean_abs_error_pct_by_source": {k: _mean_abs(v) for k, v in sorted(by_source.items())},
     })
+
 
 if __name__ == "__main__":
     main()

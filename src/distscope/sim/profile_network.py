@@ -19,6 +19,7 @@ already contains whatever algorithm the library ran).
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Hashable, Mapping, Sequence
 
@@ -84,24 +85,27 @@ class ProfileNetwork:
         self._lat = latency_scale
         self._group_fits: dict[str, dict[Collective, OpFit]] = {}  # groups whose payload has its own fits
 
+    def _dtype_fits(self, dtype: str) -> dict[Collective, OpFit] | None:
+        """This level's fits with `dtype`'s measured ones in their place (a capture's 'c10::Half' is
+        float16); None when the profile did not sweep that dtype here."""
+        fits = self.profile.by_dtype.get(TORCH_DTYPE.get(dtype, dtype), {}).get(self.level)
+        return {**self.fits, **fits} if fits else None
+
     def for_dtype(self, dtype: str) -> ProfileNetwork | None:
         """The same network priced with `dtype`'s fits where the profile measured them (other ops keep
-        this one's); None when it has none at this level."""
-        fits = self.profile.by_dtype.get(TORCH_DTYPE.get(dtype, dtype), {}).get(self.level)
-        if not fits:
+        this one's), for every group; None when it has none at this level."""
+        fits = self._dtype_fits(dtype)
+        if fits is None:
             return None
-        net = ProfileNetwork(self.profile, self._npus, level=self.level, bw_scale=self._bw, latency_scale=self._lat)
-        net.fits = {**self.fits, **fits}
+        net = copy.copy(self)
+        net.fits, net._group_fits = fits, {}
         return net
 
     def with_group_dtypes(self, group_dtypes: Mapping[str, str]) -> ProfileNetwork:
         """This network, pricing each named group's collectives with the fits of its payload's dtype where
         the profile swept that dtype (TraceSet.group_dtypes; other groups and ops keep this one's fits)."""
-        net = ProfileNetwork(self.profile, self._npus, level=self.level, bw_scale=self._bw, latency_scale=self._lat)
-        for pg, dtype in group_dtypes.items():
-            typed = self.for_dtype(dtype)
-            if typed is not None:
-                net._group_fits[pg] = typed.fits
+        net = copy.copy(self)
+        net._group_fits = {pg: fits for pg, dtype in group_dtypes.items() if (fits := self._dtype_fits(dtype))}
         return net
 
     @property
