@@ -42,10 +42,13 @@ def _compression(plan: S.PlanFlags, codec_gbps: float | None) -> EmbCompression 
     return emb_compression(plan.compress, codec_gbps)
 
 
-def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int,
-               compression: EmbCompression | None) -> tuple[tuple[TableSharding, ...], str]:
-    """The sharding --sharding names (a type for every table, or a file), else the planner's choice."""
+def shardings_for(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int,
+                  compression: EmbCompression | None = None) -> tuple[tuple[TableSharding, ...], str]:
+    """The sharding --sharding names (a type for every table, a file, or HugeCTR's hier_auto plan with its
+    arguments), else the planner's choice; the published-run rows (validate/dlrm_rows.py) name theirs
+    the same way."""
     from distscope.model.embedding_cost import ShardingType
+    from distscope.search import hugectr_plan
     from distscope.search.embedding_plan import place, plan_embeddings, uniform
     from distscope.search.sharding_file import load_sharding
 
@@ -54,6 +57,9 @@ def _shardings(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_ba
         return found.shardings, "the planner's choice"
     if sharding.endswith((".yaml", ".yml")):
         return load_sharding(sharding, spec, cluster), sharding
+    if sharding.startswith("hugectr:"):
+        config = hugectr_plan.HierAutoConfig.parse(sharding)
+        return hugectr_plan.plan_hier_auto(spec, cluster, config), f"HugeCTR's hier_auto plan ({sharding})"
     kind = ShardingType.parse(sharding, "--sharding")
     return place(spec, cluster, uniform(spec, cluster, kind), global_batch=global_batch), f"every table {kind.value}"
 
@@ -81,7 +87,7 @@ def _scenario(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlag
     gb = workload.global_batch
     check_batch(gb, cluster.num_gpus)
     comp = _compression(plan, codec_gbps)
-    shardings, source = _shardings(spec, cluster, plan.sharding, gb, comp)
+    shardings, source = shardings_for(spec, cluster, plan.sharding, gb, comp)
     return _Scenario(spec=spec, cluster=cluster, global_batch=gb, compression=comp, shardings=shardings, source=source)
 
 

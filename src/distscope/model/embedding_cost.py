@@ -1,7 +1,8 @@
 """A DLRM training step under an embedding sharding (TorchRec's five sharding types), on a cluster.
 
 Per rank, per step of global batch B over N ranks (b = B/N per rank, L GPUs per node, H = N/L nodes),
-for a table of R rows, dim d, pooling p (ids per sample), table bytes e, ids of 8 bytes (int64):
+for a table of R rows, dim d, pooling p (ids per sample), e bytes per pooled element (the model's
+output_dtype, else the table's dtype), ids of 8 bytes (int64):
 
 Lookup kernels (FBGEMM's table-batched embedding; memory-bound, priced at the HBM model's streaming
 rate, efficiency.elementwise_s). A row read moves ceil(d·e / 32)·32 bytes: global memory is served in
@@ -24,7 +25,10 @@ Where the ids and the pooled embeddings go (TorchRec's input and output distribu
   the backward all-gathers the gradients (the same cost);
 - table-row-wise (TWRW, ZionEX's hierarchical sharding): the rows are split over the L ranks of one
   node; a reduce-scatter inside the node (B·d·e over L), then each local rank sends its B/L samples to
-  its peers of the same local rank on the other nodes (an all-to-all over the H nodes);
+  its peers of the same local rank on the other nodes (an all-to-all over the H nodes). A table split
+  over k nodes (HugeCTR's hierarchical model-parallel embedding, whose planner spreads a hot table over
+  several nodes) does this on each of them: every rank receives a partial row from each holding node but
+  its own (k partials, or k-1), summed on arrival;
 - data-parallel (DP): a replica on every rank looks up its own b samples; its gradient, R·d·e, is
   all-reduced with the dense part's, and the optimizer updates the whole table (2·R·(d·e + state)).
 The all-to-alls of a step are priced as one uneven all-to-all each way (TorchRec batches the
@@ -175,10 +179,9 @@ def row_bytes(cols: Any, dtype: DType) -> Any:
 def lookup_bytes(ids: Any, outputs: float, cols: Any, spec: DlrmSpec) -> tuple[Any, Any]:
     """(forward, backward) HBM bytes of one shard serving `ids` lookups into `outputs` pooled rows of
     width `cols` (module docstring); per shard when `ids` or `cols` are numpy arrays."""
-    e = spec.embedding_dtype
-    row = row_bytes(cols, e)
+    row = row_bytes(cols, spec.embedding_dtype)
     state = spec.optimizer.state_bytes(cols)
-    out = outputs * cols * e.bytes
+    out = outputs * cols * spec.pooled_dtype.bytes
     return ids * (ID_BYTES + row) + out, out + ids * (SORT_BYTES_PER_ID + 2 * row + 2 * state)
 
 
@@ -224,7 +227,7 @@ def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_bat
     big_b, b = float(global_batch), global_batch / n
     local = min(cluster.gpus_per_node, n)
     hosts = n // local
-    e = spec.embedding_dtype.bytes
+    e = spec.pooled_dtype.bytes
     m = np.zeros((10, n))
     t = ts.table
     ids_per_sample = t.pooling * ID_BYTES + LENGTH_BYTES
@@ -250,13 +253,14 @@ def _table_terms(ts: TableSharding, spec: DlrmSpec, cluster: Cluster, global_bat
             rs_bytes = big_b * t.dim * e
             m[IDS_SENT] += b * ids_per_sample * (n - 1) / n  # bucketized: (N-1)/N of a rank's ids leave it
             m[IDS_RECV] += b * ids_per_sample * (n - 1) / n
-        else:  # table-row-wise
-            mine = np.arange(n) // local == int(ranks[0]) // local
+        else:  # table-row-wise over the k nodes that hold its rows
+            mine = np.isin(np.arange(n) // local, np.unique(ranks // local))
+            k = int(mine.sum()) // local
             m[NODE_RS, mine] += big_b * t.dim * e
             m[X_SENT, mine] += big_b / local * t.dim * e * (hosts - 1) / hosts
-            m[IDS_RECV, mine] += b * ids_per_sample * (n - local) / local
-            m[X_RECV, ~mine] += b * t.dim * e
-            m[IDS_SENT, ~mine] += b * ids_per_sample
+            m[X_RECV] += np.where(mine, k - 1, k) * b * t.dim * e  # a partial row from each other holding node
+            m[IDS_SENT] += np.where(mine, (k - 1) / k, 1.0) * b * ids_per_sample
+            m[IDS_RECV, mine] += ((n - k * local) + (k - 1) * local) * b * ids_per_sample / (k * local)
     np.add.at(m[FWD], ranks, _stream_s(cluster, f))
     np.add.at(m[BWD], ranks, _stream_s(cluster, g))
     m.setflags(write=False)

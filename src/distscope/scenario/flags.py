@@ -117,8 +117,9 @@ class PlanFlags:
                                  "(default: the --software preset's framework, else any).")
     sharding: str | None = flag(None, "--sharding", help="With --model dlrm:...: the embedding sharding, TorchRec's "
                                 "types: table_wise, column_wise, row_wise, table_row_wise or data_parallel for every "
-                                "table, or a file from `plan --write-sharding` (estimate; default: the planner's "
-                                "choice); for `plan`, a comma list of the types it may use.")
+                                "table, a file from `plan --write-sharding`, or HugeCTR's multi-node plan "
+                                "hugectr:hier_auto[:mem_comm_bw_ratio=67:dp_sharding_threshold=0.0125] (estimate; "
+                                "default: the planner's choice); for `plan`, a comma list of the types it may use.")
     software: str | None = flag(None, "--software", help="Software preset (e.g. megatron-core-0.8, torchtitan-2025, "
                                 "nemo-24): its plan defaults, FSDP engine, FP8 recipe, kernel stack and fixed costs "
                                 "(software/data/presets.json).")

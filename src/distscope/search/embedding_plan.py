@@ -135,7 +135,7 @@ def _tw_cost(spec: DlrmSpec, cluster: Cluster, table: EmbeddingTable, cols: int,
     look = eff.elementwise_s(cluster.device, f + g, 2)
     if n == 1:
         return look, 0.0
-    sent = (n - 1) * global_batch / n * cols * spec.embedding_dtype.bytes
+    sent = (n - 1) * global_batch / n * cols * spec.pooled_dtype.bytes
     return look, collective_s(Collective.ALL_TO_ALL, sent * n / (n - 1), group_net(cluster, n, 1))
 
 
@@ -144,7 +144,7 @@ def _twrw_cost(spec: DlrmSpec, cluster: Cluster, table: EmbeddingTable, global_b
     """(lookup per rank, communication of the node) seconds a table-row-wise table adds to its node: 1/L of
     its lookups on each rank, the reduce-scatter inside the node and the all-to-all across nodes."""
     n, local = cluster.num_gpus, min(cluster.gpus_per_node, cluster.num_gpus)
-    hosts, e = n // local, spec.embedding_dtype.bytes
+    hosts, e = n // local, spec.pooled_dtype.bytes
     f, g = lookup_bytes(global_batch * table.pooling / local, global_batch, table.dim, spec)
     look = eff.elementwise_s(cluster.device, f + g, 2)
     comm = collective_s(Collective.REDUCE_SCATTER, global_batch * table.dim * e, group_net(cluster, local, 1))

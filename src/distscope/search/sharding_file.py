@@ -56,9 +56,10 @@ def _check(ts: TableSharding, cluster: Cluster, where: str) -> None:
     if kind is ShardingType.ROW_WISE and sorted(ranks) != list(range(n)):
         raise DistscopeError(f"{where}: row_wise needs one shard on each of the {n} ranks")
     if kind is ShardingType.TABLE_ROW_WISE:
-        node = ranks[0] // local
-        if sorted(ranks) != list(range(node * local, (node + 1) * local)):
-            raise DistscopeError(f"{where}: table_row_wise needs one shard on each of the {local} ranks of one node")
+        nodes = sorted({r // local for r in ranks})
+        if sorted(ranks) != [h * local + j for h in nodes for j in range(local)]:
+            raise DistscopeError(f"{where}: table_row_wise needs one shard on each of the {local} ranks of the nodes it "
+                                 f"spans (ranks {sorted(ranks)})")
     if kind is ShardingType.DATA_PARALLEL and (sorted(ranks) != list(range(n)) or any(
             s.rows != t.rows or s.cols != t.dim for s in ts.shards)):
         raise DistscopeError(f"{where}: data_parallel needs the whole table on each of the {n} ranks")

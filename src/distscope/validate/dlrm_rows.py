@@ -1,6 +1,7 @@
 """Published DLRM training runs (data/evidence/dlrm_runs.csv, described in data/evidence/README.md) priced
-by model/embedding_cost.py under the row's sharding (a file where the source prints its placement, else
-distscope's planner). Nothing is fitted to these rows: every error is out of sample."""
+by model/embedding_cost.py under the row's sharding: a file where the source prints its placement,
+HugeCTR's hier_auto plan with the run's config arguments where the run used it, else distscope's planner.
+Nothing is fitted to these rows: every error is out of sample."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distscope.model.dlrm_cli import shardings_for
 from distscope.model.embedding_cost import estimate_dlrm
-from distscope.search.embedding_plan import plan_embeddings
-from distscope.search.sharding_file import load_sharding
 from distscope.system.device import get_device
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
@@ -55,8 +55,9 @@ def predict_file(path: str | Path, root: Path) -> list[DlrmRowResult]:
             spec = load_dlrm(name.replace("dlrm:", f"dlrm:{root}/", 1) if name.endswith((".yaml", ".yml")) else name)
             c = row_cluster(r)
             gb = int(r["global_batch"])
-            sh = (plan_embeddings(spec, c, global_batch=gb).shardings if r["sharding"] == "planner"
-                  else load_sharding(str(root / r["sharding"]), spec, c))
+            named = r["sharding"]
+            sh, _ = shardings_for(spec, c, None if named == "planner" else
+                                  str(root / named) if named.endswith((".yaml", ".yml")) else named, gb)
             priced[key] = estimate_dlrm(spec, c, sh, global_batch=gb).step_time_s * 1e3
         out.append(DlrmRowResult(run_id=r["id"], source=r["source"], model=r["model"], gpus=int(r["gpus"]),
                                  sharding=r["sharding"],

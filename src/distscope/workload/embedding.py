@@ -10,8 +10,10 @@ interaction: dcn              # dot (DLRM) or dcn (DCNv2: low-rank cross layers)
 dcn_layers: 3
 dcn_rank: 512
 embedding_dtype: fp32         # table storage (fp32 or fp16)
+output_dtype: fp16            # optional: pooled embeddings and their gradients as the all-to-alls move
+                              # them (default: embedding_dtype; HugeCTR under mixed precision: fp16)
 dense_dtype: bf16             # the MLPs' compute dtype
-optimizer: rowwise_adagrad    # the tables' fused optimizer: sgd, rowwise_adagrad or adam
+optimizer: rowwise_adagrad    # the tables' fused optimizer: sgd, rowwise_adagrad, adagrad or adam
 tables:
   - {name: t0, rows: 40000000, dim: 128, pooling: 3}   # pooling: ids looked up per sample (mean)
 ```
@@ -37,7 +39,7 @@ from distscope.userfile import check_keys, int_field, mappings, num_field, read_
 
 PREFIX = "dlrm:"
 _TOP = ("name", "dense_features", "bottom_mlp", "top_mlp", "interaction", "dcn_layers", "dcn_rank",
-        "embedding_dtype", "dense_dtype", "optimizer", "tables")
+        "embedding_dtype", "output_dtype", "dense_dtype", "optimizer", "tables")
 _TABLE = ("name", "rows", "dim", "pooling", "count")  # the first three name the shape in messages
 PRESETS = {"mlperf-dcnv2": "data/dlrm_mlperf_dcnv2.yaml"}
 
@@ -53,12 +55,14 @@ class TableOptimizer(Enum):
 
     SGD = "sgd"
     ROWWISE_ADAGRAD = "rowwise_adagrad"  # one fp32 accumulator per row
+    ADAGRAD = "adagrad"  # one fp32 accumulator per element (HugeCTR's Adagrad: its planner counts 8 bytes
+    # per element, weight and accumulator, MLPerf DLRM-DCNv2 sharding/generate_plan.py)
     ADAM = "adam"  # two fp32 moments per element
 
     def state_bytes(self, dim: int) -> float:
         """Optimizer state per row, bytes."""
         return {TableOptimizer.SGD: 0.0, TableOptimizer.ROWWISE_ADAGRAD: 4.0,
-                TableOptimizer.ADAM: 8.0 * dim}[self]
+                TableOptimizer.ADAGRAD: 4.0 * dim, TableOptimizer.ADAM: 8.0 * dim}[self]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +90,13 @@ class DlrmSpec:
     embedding_dtype: DType
     dense_dtype: DType
     optimizer: TableOptimizer
+    output_dtype: DType | None = None  # on the wire; None: embedding_dtype
+
+    @property
+    def pooled_dtype(self) -> DType:
+        """The dtype of pooled embeddings and their gradients: what the lookups write and the all-to-alls
+        and reduce-scatters move."""
+        return self.output_dtype or self.embedding_dtype
 
     @property
     def feature_dim(self) -> int:
@@ -170,10 +181,13 @@ def parse_dlrm(raw: Any, where: str) -> DlrmSpec:
         dcn_layers=int_field(raw, "dcn_layers", where, 3), dcn_rank=int_field(raw, "dcn_rank", where, 512),
         embedding_dtype=_enum(raw, "embedding_dtype", DType, "fp32", where),
         dense_dtype=_enum(raw, "dense_dtype", DType, "bf16", where),
-        optimizer=_enum(raw, "optimizer", TableOptimizer, "rowwise_adagrad", where))
+        optimizer=_enum(raw, "optimizer", TableOptimizer, "rowwise_adagrad", where),
+        output_dtype=_enum(raw, "output_dtype", DType, "", where) if "output_dtype" in raw else None)
     if spec.embedding_dtype not in (DType.FP32, DType.FP16):
         raise DistscopeError(f"{where}: embedding_dtype={spec.embedding_dtype.value} (FBGEMM's trained tables: fp32 "
                              "or fp16)")
+    if spec.output_dtype not in (None, DType.FP32, DType.FP16, DType.BF16):
+        raise DistscopeError(f"{where}: output_dtype={spec.output_dtype.value} (fp32, fp16 or bf16)")
     if spec.dense_dtype not in (DType.FP32, DType.TF32, DType.FP16, DType.BF16):
         raise DistscopeError(f"{where}: dense_dtype={spec.dense_dtype.value} (fp32, tf32, fp16 or bf16)")
     if spec.interaction is Interaction.DOT:
