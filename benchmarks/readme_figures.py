@@ -104,12 +104,13 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "`python benchmarks/diffusion_accuracy.py`"),
     ("embedding sharding planner (`plan --model dlrm:...`) vs TorchRec 1.8.0's own EmbeddingShardingPlanner on the "
      "same tables and clusters, both plans priced by distscope's step model: the MLPerf DLRM-DCNv2 tables and "
-     "`examples/dlrm` on 8-256 GPUs, and 24 random table sets (12 of them run once, after the planner was frozen)",
+     "`examples/dlrm` on 8-256 GPUs, and 24 random table sets (12 of them first run after an earlier planner was "
+     "frozen; the hier_auto start came later)",
      "never slower: named cases worst ratio {torchrec_compare:named_worst_ratio:.3f} ({torchrec_compare:named_cases}); "
      "fresh random sets {torchrec_compare:fresh_slower} of {torchrec_compare:fresh_cases} slower, median ratio "
      "{torchrec_compare:fresh_median_ratio:.2f}; planner time {torchrec_compare:plan_time_ratio_median:.2f}x "
-     "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (no published DLRM step times "
-     "checked yet)",
+     "TorchRec's (median), at most {torchrec_compare:distscope_plan_s_max:.1f} s (published step times: the "
+     "next row)",
      "`python benchmarks/torchrec_compare.py`"),
     ("DLRM step time vs published runs (`data/evidence/dlrm_runs.csv`: MLPerf Training result logs, DLRM of "
      "v0.7-v2.1 and DLRM-DCNv2 of v3.0-v4.0, every submitter's A100, H100 and H200 systems a preset expresses, "

@@ -17,7 +17,9 @@ for hierarchical sharding; TorchRec's GreedyPerfPartitioner does the same for ta
 Search, from several starts (the objective is a sum of maxima over ranks, so a single move from one start
 rarely lowers it: the next-worst rank is as bad): every table's first allowed type; every table
 table-wise, row-wise and table-row-wise, each as placed (the single-type baselines) and again with any
-table too large for one GPU moved to the narrowest column split that fits, else table-row-wise. From each:
+table too large for one GPU moved to the narrowest column split that fits, else table-row-wise; and on
+more than one node HugeCTR's hier_auto plan (search/hugectr_plan.py: hot tables over several nodes), which
+skips the coarse pass. From each:
 - a coarse pass (COARSE_PASSES): table by table, largest first, each other sharding (column-wise in 2, 4,
   ... shards while a shard keeps >= 32 columns, row-wise, table-row-wise, data-parallel), with every
   table placed afresh, kept when the whole step (estimate_dlrm) gets faster and every rank fits;
@@ -290,11 +292,12 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
             start = _placed(spec, cluster, _fit(spec, cluster, chosen, opts), global_batch)
             if start is not None and start not in starts:
                 starts.append(start)
+    hier = [h for h in _hier_auto_starts(spec, cluster) if all(ts.kind in allowed for ts in h)]
     evaluated = len(baselines)
     best: tuple[tuple[TableSharding, ...], DlrmEstimate] | None = None
-    for start in starts:  # a max-of-ranks objective has plateaus: one local search from each start
-        coarse, n_coarse = _descend(spec, cluster, opts, [_choice_of(ts) for ts in start], global_batch,
-                                    compression, progress)
+    for start in starts + hier:  # a max-of-ranks objective has plateaus: one local search from each start
+        coarse, n_coarse = (None, 0) if start in hier else _descend(
+            spec, cluster, opts, [_choice_of(ts) for ts in start], global_batch, compression, progress)
         found, n_priced = _search(spec, cluster, start if coarse is None else coarse[0], opts, global_batch,
                                   compression, progress)
         evaluated += n_coarse + n_priced
@@ -306,6 +309,24 @@ def plan_embeddings(spec: DlrmSpec, cluster: Cluster, *, global_batch: int,
                              f"{cluster.num_gpus} GPUs of {cluster.memory_capacity_bytes / 2**30:.1f} GiB (with "
                              "optimizer state more): add GPUs or use fp16 tables")
     return EmbeddingPlan(shardings=best[0], estimate=best[1], evaluated=evaluated, baselines=baselines)
+
+
+def _hier_auto_starts(spec: DlrmSpec, cluster: Cluster) -> list[tuple[TableSharding, ...]]:
+    """HugeCTR's hier_auto plan (search/hugectr_plan.py) as a start on more than one node, with the
+    arguments of NVIDIA's multi-node MLPerf configs (MEM_COMM_BW_RATIO=67, DP_SHARDING_THRESHOLD=0.0125 GB)
+    and the memory a GPU has left for tables. (Its defaults as a second start found nothing better on
+    torchrec_compare's 21 cases and cost 17% more planner time.) Its coarse pass is skipped: `place` puts a
+    table-row-wise table on one node, and this plan spreads hot tables over several."""
+    from distscope.search.hugectr_plan import HierAutoConfig, plan_hier_auto
+
+    if cluster.num_gpus // min(cluster.gpus_per_node, cluster.num_gpus) < 2:
+        return []
+    cap = (cluster.memory_capacity_bytes - dense_memory_bytes(spec)) / 1e9
+    config = HierAutoConfig(mem_comm_bw_ratio=67, dp_sharding_threshold=0.0125, memory_cap_for_embedding=cap)
+    try:
+        return [plan_hier_auto(spec, cluster, config)]
+    except DistscopeError:  # the tables do not fit its way
+        return []
 
 
 def _relative_load(est: DlrmEstimate) -> tuple[np.ndarray, np.ndarray]:
