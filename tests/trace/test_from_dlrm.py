@@ -35,6 +35,23 @@ def test_simulate_of_the_traces_equals_the_estimate(tmp_path: Path, cluster: str
     assert breakdown["lookup_fwd"] > 0 and breakdown["dense_bwd"] > 0
 
 
+def test_a_table_over_two_nodes_simulates_as_estimated(tmp_path: Path) -> None:
+    """Table-row-wise over both nodes (as HugeCTR's hier_auto plan spreads a hot table): each node reduces
+    its partial rows and sends them across nodes, where they are summed; written as a sharding file."""
+    from distscope.model.embedding_cost import ShardingType
+    from distscope.search.embedding_plan import node_rows, place, uniform
+    from distscope.search.sharding_file import write_sharding
+    from distscope.system.presets import get_cluster
+    from distscope.workload.embedding import load_dlrm
+
+    spec, cluster = load_dlrm(MODEL[1]), get_cluster("dgx-h100", 16)
+    shardings = place(spec, cluster, uniform(spec, cluster, ShardingType.TABLE_ROW_WISE), global_batch=65536)
+    path = tmp_path / "sharding.yaml"
+    write_sharding(str(path), (node_rows(shardings[0].table, (0, 1), 8), *shardings[1:]))
+    sim, est, _ = _both(tmp_path / "traces", "dgx-h100", 16, ["--sharding", str(path)])
+    assert sim == pytest.approx(est, rel=0.002)
+
+
 def test_the_all_reduce_shares_the_links_with_the_backward_exchange(tmp_path: Path) -> None:
     """On 4 nodes the dense gradients' all-reduce runs beside the gradient all-to-all and the row-wise
     all-gathers: the simulator shares the links between them, the estimate hides it for free (+8.5%)."""

@@ -91,7 +91,7 @@ def _split(total: int, parts: int) -> list[int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _spread(t: EmbeddingTable, kind: ShardingType, n: int) -> TableSharding:
+def spread(t: EmbeddingTable, kind: ShardingType, n: int) -> TableSharding:
     """A data-parallel (whole table on every rank) or row-wise (rows split over all ranks) table; cached,
     so that the step model's per-table arrays are built once per search."""
     if kind is ShardingType.DATA_PARALLEL:
@@ -100,11 +100,13 @@ def _spread(t: EmbeddingTable, kind: ShardingType, n: int) -> TableSharding:
 
 
 @functools.lru_cache(maxsize=4096)
-def _node_rows(t: EmbeddingTable, node: int, local: int) -> TableSharding:
-    """A table-row-wise table: its rows split over the `local` ranks of one node (cached as _spread)."""
-    rows = _split(t.rows, local)
-    return TableSharding(t, ShardingType.TABLE_ROW_WISE, tuple(Shard(node * local + j, rows[j], t.dim)
-                                                               for j in range(local)))
+def node_rows(t: EmbeddingTable, nodes: tuple[int, ...], local: int) -> TableSharding:
+    """A table-row-wise table: its rows split over the `local` ranks of each of `nodes` (cached as
+    `spread`)."""
+    ranks = [h * local + j for h in nodes for j in range(local)]
+    return TableSharding(t, ShardingType.TABLE_ROW_WISE, tuple(Shard(r, rows, t.dim)
+                                                               for r, rows in zip(ranks, _split(t.rows, len(ranks)),
+                                                                                  strict=True)))
 
 
 def choices(table: EmbeddingTable, cluster: Cluster, allowed: frozenset[ShardingType]) -> list[Choice]:
@@ -176,7 +178,7 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
     pending: list[tuple[float, float, int, int]] = []  # (lookup s, send s, table index, column-shard index)
     for i, (t, (kind, k)) in enumerate(zip(spec.tables, chosen, strict=True)):
         if kind in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
-            ts = out[i] = _spread(t, kind, n)
+            ts = out[i] = spread(t, kind, n)
             ranks, rows, widths = ts.arrays
             np.add.at(mem, ranks, shard_memory_bytes(spec, rows, widths))
         elif kind is not ShardingType.TABLE_ROW_WISE:  # table-row-wise: placed below
@@ -211,7 +213,7 @@ def place(spec: DlrmSpec, cluster: Cluster, chosen: Sequence[Choice], *, global_
             raise DistscopeError(f"table {t.name} split over one node's {local} GPUs needs {part / 2**30:.1f} GiB per "
                                  f"GPU, more than any node has left of {cap / 2**30:.1f} GiB: shard it row-wise")
         node = _pick(node_look, node_comm, dl, dc, room)
-        ts = out[i] = _node_rows(t, node, local)
+        ts = out[i] = node_rows(t, (node,), local)
         ranks, rows, widths = ts.arrays
         look[ranks] += dl
         node_comm[node] += dc
@@ -360,14 +362,14 @@ def _moves(ts: TableSharding, cluster: Cluster, est: DlrmEstimate, opts: list[Ch
         if (kind, k) == here:
             continue
         if kind in (ShardingType.DATA_PARALLEL, ShardingType.ROW_WISE):
-            out.append(_spread(t, kind, n))
+            out.append(spread(t, kind, n))
         elif kind is ShardingType.TABLE_ROW_WISE:
-            out.append(_node_rows(t, int(np.argmin(score.reshape(n // local, local).max(axis=1))), local))
+            out.append(node_rows(t, (int(np.argmin(score.reshape(n // local, local).max(axis=1))),), local))
         else:
             out.append(TableSharding(t, kind, tuple(Shard(r, t.rows, t.dim // k) for r in free[:k])))
     if ts.kind is ShardingType.TABLE_ROW_WISE:
         node = ts.shards[0].rank // local
-        out += [_node_rows(t, h, local) for h in range(n // local) if h != node]
+        out += [node_rows(t, (h,), local) for h in range(n // local) if h != node]
     elif ts.kind in (ShardingType.TABLE_WISE, ShardingType.COLUMN_WISE):
         held = {s.rank for s in ts.shards}
         targets = [r for r in free if r not in held][:REFINE_RANKS]
@@ -440,7 +442,7 @@ def _search(spec: DlrmSpec, cluster: Cluster, start: tuple[TableSharding, ...], 
                 na, nb = a.shards[0].rank // local, b.shards[0].rank // local
                 if na != nb:
                     trial = list(best[0])
-                    trial[i], trial[j] = _node_rows(a.table, nb, local), _node_rows(b.table, na, local)
+                    trial[i], trial[j] = node_rows(a.table, (nb,), local), node_rows(b.table, (na,), local)
                     changed = better(tuple(trial)) or changed
         if not changed:
             break

@@ -27,7 +27,8 @@ import dataclasses
 import numpy as np
 
 from distscope.errors import DistscopeError, closest
-from distscope.model.embedding_cost import Shard, ShardingType, TableSharding, shard_memory_bytes
+from distscope.model.embedding_cost import ShardingType, TableSharding, shard_memory_bytes
+from distscope.search.embedding_plan import node_rows, spread
 from distscope.system.topology import Cluster
 from distscope.workload.embedding import DlrmSpec
 
@@ -157,13 +158,6 @@ def plan_hier_auto(spec: DlrmSpec, cluster: Cluster, config: HierAutoConfig) -> 
     dp = row_gb < config.dp_sharding_threshold
     per_shard = config.mem_comm_bw_ratio / config.mem_comm_work_ratio
     buckets = hier_auto_buckets(hot, row_gb, hosts, config.memory_cap_for_embedding * local, per_shard, dp)
-    out = []
-    for i, t in enumerate(spec.tables):
-        if dp[i]:
-            out.append(TableSharding(t, ShardingType.DATA_PARALLEL, tuple(Shard(r, t.rows, t.dim) for r in range(n))))
-            continue
-        ranks = [h * local + j for h, held in enumerate(buckets) if i in held for j in range(local)]
-        q, rem = divmod(t.rows, len(ranks))
-        out.append(TableSharding(t, ShardingType.TABLE_ROW_WISE,
-                                 tuple(Shard(r, q + (k < rem), t.dim) for k, r in enumerate(ranks))))
-    return tuple(out)
+    return tuple(spread(t, ShardingType.DATA_PARALLEL, n) if dp[i]
+                 else node_rows(t, tuple(h for h, held in enumerate(buckets) if i in held), local)
+                 for i, t in enumerate(spec.tables))
