@@ -76,6 +76,7 @@ def test_table_row_wise_over_k_nodes_conserves_bytes(k: int) -> None:
     ("hugectr:hier_auto:mem_comm_bw_ratio=x", 64, "mem_comm_bw_ratio='x'"),
     ("hugectr:hier_auto:mem_comm_ratio=6", 64, "'mem_comm_ratio' is not a hier_auto argument"),
     ("hugectr:hier_auto:dp_sharding_threshold=-1", 64, "dp_sharding_threshold=-1"),
+    ("hugectr:hier_auto:mem_comm_work_ratio=0", 64, "mem_comm_work_ratio=0 must be positive"),
     ("hugectr:auto", 64, "is not hugectr:hier_auto"),
     ("hugectr:hier_auto", 8, "needs more than one node"),
     ("hugectr:hier_auto:memory_cap_for_embedding=1", 16, "memory_cap_for_embedding"),

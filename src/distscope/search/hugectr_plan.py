@@ -61,8 +61,9 @@ class HierAutoConfig:
                 values[key] = float(value)
             except ValueError:
                 raise DistscopeError(f"sharding={ref!r}: {key}={value!r} is not a number") from None
-            if values[key] < 0:
-                raise DistscopeError(f"sharding={ref!r}: {key}={value} must not be negative")
+            if values[key] < 0 or (key == "mem_comm_work_ratio" and values[key] == 0):
+                raise DistscopeError(f"sharding={ref!r}: {key}={value} must be "
+                                     f"{'positive' if key == 'mem_comm_work_ratio' else 'non-negative'}")
         return cls(**values)
 
 
