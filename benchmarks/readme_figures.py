@@ -120,7 +120,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{dlrm_accuracy:dcnv2.mean_abs_error_pct:.1f}% over {dlrm_accuracy:dcnv2.count} runs; not by DLRM, "
      "{dlrm_accuracy:dlrm.mean_abs_error_pct:.1f}%). DLRM: one node "
      "{dlrm_accuracy:dlrm.one_node_mean_abs_error_pct:.1f}% mean abs over {dlrm_accuracy:dlrm.one_node_count} runs, "
-     "signed {dlrm_accuracy:dlrm.one_node_mean_error_pct:+.1f}%; 8-14 nodes "
+     "signed {dlrm_accuracy:dlrm.one_node_mean_error_pct:+.1f}%; 4-14 nodes "
      "{dlrm_accuracy:dlrm.multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:dlrm.multi_node_max_error_pct:+.0f}% "
      "({dlrm_accuracy:dlrm.multi_node_count} runs). DCNv2: one node "
      "{dlrm_accuracy:dcnv2.one_node_mean_abs_error_pct:.1f}% over {dlrm_accuracy:dcnv2.one_node_count} runs, signed "
