@@ -329,8 +329,8 @@ def test_every_published_dlrm_run_is_expressible() -> None:
 
 
 def test_dcnv2_runs_meet_the_family_target() -> None:
-    """Issue 22's per-family target, DLRM-DCNv2: mean error within 15% over its published runs (27, from 15
-    submitters' sources), each within 25%. Nothing is fitted to them: HugeCTR's model properties and
+    """Issue 22's per-family target, DLRM-DCNv2: mean error within 15% over its published runs (27, from 17
+    submitter-round sources), each within 25%. Nothing is fitted to them: HugeCTR's model properties and
     multi-node plans come from each run's own config (data/evidence/README.md)."""
     from distscope.validate.dlrm_rows import predict_file
 
