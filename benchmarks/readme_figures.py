@@ -127,8 +127,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{dlrm_accuracy:dcnv2.one_node_mean_error_pct:+.1f}%; 8-16 nodes "
      "{dlrm_accuracy:dcnv2.multi_node_min_error_pct:+.0f}% to {dlrm_accuracy:dcnv2.multi_node_max_error_pct:+.0f}% "
      "({dlrm_accuracy:dcnv2.multi_node_count} runs), under HugeCTR's hier_auto plan with each run's config "
-     "arguments and HugeCTR's fp16 pooled rows. DLRM's multi-node runs use HugeCTR's hybrid embedding (frequent "
-     "categories data-parallel), which distscope's shardings do not express",
+     "arguments and HugeCTR's fp16 pooled rows. H100/H200 rows use the GEMM and element-wise tables measured on "
+     "those GPUs (`data/device/`); on the analytic kernel model alone (`estimate` without `--profile`) DCNv2 is "
+     "{dlrm_accuracy:analytic_kernels.dcnv2.mean_abs_error_pct:.1f}% (one node signed "
+     "{dlrm_accuracy:analytic_kernels.dcnv2.one_node_mean_error_pct:+.1f}%) and all runs "
+     "{dlrm_accuracy:analytic_kernels.all.mean_abs_error_pct:.1f}%. DLRM's multi-node runs use HugeCTR's hybrid "
+     "embedding (frequent categories data-parallel), which distscope's shardings do not express",
      "`python benchmarks/dlrm_accuracy.py`"),
     ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
      "trained on 4 gloo ranks, bound relative to each chunk's value range",

@@ -18,14 +18,17 @@ from hypothesis import strategies as st
 
 from distscope.dtypes import DType
 from distscope.errors import DistscopeError
+from distscope.model.efficiency import elementwise_s, gemm_s
 from distscope.model.embedding_cost import (
     ID_BYTES,
     LENGTH_BYTES,
     Shard,
     ShardingType,
     TableSharding,
+    dense_s,
     dlrm_terms,
     estimate_dlrm,
+    interaction_passes,
     lookup_bytes,
     row_bytes,
 )
@@ -339,3 +342,34 @@ def test_dcnv2_runs_meet_the_family_target() -> None:
     assert len(rows) >= 10
     assert sum(errors) / len(errors) <= 15.0, errors
     assert max(errors) <= 25.0, {r.run_id: round(r.error_pct, 1) for r in rows}
+
+
+def test_interaction_kernels_are_priced_from_their_bytes() -> None:
+    """The dense part is its GEMMs plus the interaction's memory-bound kernels. MLPerf DLRM (F = 27 vectors
+    of d = 128, fp16): HugeCTR's fused dot kernel reads 27·128 elements and writes 128 + 351 + 1 forward, and
+    reads those 480 and the 27·128 inputs, writing their gradients, backward. DCNv2 moves 4w per cross layer
+    forward and 6w per layer + 3w backward (w = 27·128)."""
+    v1 = load_dlrm(f"dlrm:{ROOT}/data/evidence/dlrm/mlperf_dlrm_v1.yaml")
+    (fb, fk), (bb, bk) = interaction_passes(v1)
+    assert (fb, fk, bb, bk) == ((3456 + 480) * 2, 1, (480 + 2 * 3456) * 2, 1)
+    dcn = load_dlrm(f"dlrm:{ROOT}/data/evidence/dlrm/mlperf_dcnv2_hugectr.yaml")
+    (fb, fk), (bb, bk) = interaction_passes(dcn)
+    assert (fb, fk, bb, bk) == (4 * 3456 * 2 * 3, 3, (6 * 3 + 3) * 3456 * 2, 4)
+    c = get_cluster("dgx-h100", 8)
+    fwd, bwd = dense_s(v1, c, 6912)
+    gemms = sum(gemm_s(c.device, v1.dense_dtype, 6912, o, i) for i, o in v1.dense_layers())
+    assert fwd == pytest.approx(gemms + elementwise_s(c.device, 6912 * 7872, 1))
+    assert bwd > 2 * gemms * 0.9  # data and weight gradients, plus the backward interaction
+
+
+def test_a_rows_measured_kernels_replace_the_analytic_model() -> None:
+    """dlrm_runs.csv's `kernels` column: the profile measured on that GPU model rides on the row's device;
+    with measured_kernels off the row is priced on the analytic model, as `estimate` without --profile."""
+    from distscope.validate.dlrm_rows import row_cluster
+
+    row = {"cluster": "dgx-h100", "gpus": "8", "device": "", "kernels": "data/device/nvidia-h100-2026-11-26/kernels.json"}
+    measured = row_cluster(row, ROOT)
+    assert measured.device.kernels is not None and measured.device.kernels.has_gemm(DType.FP16)
+    assert row_cluster(row, ROOT, measured_kernels=False).device.kernels is None
+    with pytest.raises(DistscopeError, match=r"nope\.json"):
+        row_cluster({**row, "kernels": "data/device/nope.json"}, ROOT)

@@ -36,8 +36,10 @@ distributions of one sharding type; here all types share one): the slowest rank'
 bytes as an all-to-all of that size on the group (comm.collective_s, the α-β model of the topology).
 
 The dense part (bottom MLP, interaction, top MLP) is data-parallel: each GEMM of the b samples at the
-GEMM model (efficiency.gemm_s), the backward twice the forward's GEMMs (data and weight gradients); its
-fp32 gradients are all-reduced and overlap the backward of the dense part and of the embeddings.
+GEMM model (efficiency.gemm_s), the backward twice the forward's GEMMs (data and weight gradients), plus
+the interaction's memory-bound kernels (interaction_passes: HugeCTR's fused dot interaction, or DCNv2's
+fused cross-layer element-wise kernels) at the element-wise model; its fp32 gradients are all-reduced and
+overlap the backward of the dense part and of the embeddings.
 
 With error-bounded compression (compress/eb_codec.EmbCompression) the pooled rows forward and their
 gradients backward cross the all-to-alls divided by the codec's measured ratio on each, and every rank
@@ -67,7 +69,7 @@ from distscope.hashing import cached_hash
 from distscope.model import efficiency as eff
 from distscope.model.memory import WORKSPACE_BYTES
 from distscope.system.topology import Cluster
-from distscope.workload.embedding import DlrmSpec, EmbeddingTable
+from distscope.workload.embedding import DlrmSpec, EmbeddingTable, Interaction
 
 ID_BYTES = 8  # int64 ids, TorchRec's KeyedJaggedTensor values
 LENGTH_BYTES = 4  # one int32 length per sample and feature
@@ -194,12 +196,38 @@ def _stream_s(cluster: Cluster, nbytes: np.ndarray) -> np.ndarray:
     return np.array([eff.elementwise_s(dev, float(x), 1) for x in np.ravel(nbytes)])
 
 
+def interaction_passes(spec: DlrmSpec) -> tuple[tuple[float, int], tuple[float, int]]:
+    """((bytes, kernels) forward, (bytes, kernels) backward) per sample of the feature interaction's
+    memory-bound kernels, outside the dense GEMMs. F = tables + 1 feature vectors of width d (F·d = w),
+    dense dtype bytes e.
+
+    - dot (DLRM): one fused kernel each way, HugeCTR's InteractionLayer (`dotBasedInteractFwdKernel` /
+      `BwdKernel`, the same kernel as NVIDIA's DeepLearningExamples PyTorch DLRM): forward reads the F
+      vectors and writes the top MLP's input, d + F(F-1)/2 + 1 padding; backward reads that gradient and
+      the F vectors and writes their gradients: (w + o)·e forward, (o + 2w)·e backward, o the output width.
+    - dcn (DCNv2 cross layer x_{l+1} = x0 ⊙ (U V x_l + b) + x_l, Wang et al. 2021), as HugeCTR's
+      MultiCrossLayer runs it: per layer forward one fused x0 ⊙ h + x_l (reads h, x0, x_l, writes
+      x_{l+1}: 4w·e); per layer backward one fused_mul_fma3 (reads dY, x0, h and dX, writes S0 and dX:
+      6w·e), and one final dX + dY (3w·e). The GEMMs (and the last backward GEMM's + dY epilogue) are in
+      dense_layers."""
+    e = spec.dense_dtype.bytes
+    f = len(spec.tables) + 1
+    w = f * spec.feature_dim
+    if spec.interaction is Interaction.DCN:
+        n = spec.dcn_layers
+        return (4.0 * w * e * n, n), ((6.0 * n + 3.0) * w * e, n + 1)
+    out = spec.feature_dim + f * (f - 1) // 2 + 1
+    return ((w + out) * e, 1), ((out + 2 * w) * e, 1)
+
+
 def dense_s(spec: DlrmSpec, cluster: Cluster, batch: int) -> tuple[float, float]:
-    """(forward, backward) seconds of the dense part for `batch` samples on one GPU (GEMM model)."""
+    """(forward, backward) seconds of the dense part for `batch` samples on one GPU: its GEMMs (GEMM
+    model) and the interaction's memory-bound kernels (interaction_passes, element-wise model)."""
     dev, dt = cluster.device, spec.dense_dtype
+    (fb, fk), (bb, bk) = interaction_passes(spec)
     fwd = sum(eff.gemm_s(dev, dt, batch, o, i) for i, o in spec.dense_layers())
     bwd = sum(eff.gemm_s(dev, dt, batch, i, o) + eff.gemm_s(dev, dt, i, o, batch) for i, o in spec.dense_layers())
-    return fwd, bwd
+    return fwd + eff.elementwise_s(dev, batch * fb, fk), bwd + eff.elementwise_s(dev, batch * bb, bk)
 
 
 def _uneven_a2a_s(cluster: Cluster, sent: np.ndarray, recv: np.ndarray, size: int, stride: int = 1) -> float:

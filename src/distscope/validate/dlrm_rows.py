@@ -1,6 +1,8 @@
 """Published DLRM training runs (data/evidence/dlrm_runs.csv, described in data/evidence/README.md) priced
 by model/embedding_cost.py under the row's sharding: a file where the source prints its placement,
 HugeCTR's hier_auto plan with the run's config arguments where the run used it, else distscope's planner.
+A row's `kernels` file (a profile measured on that GPU model, data/device/) puts its measured GEMM and
+element-wise tables on the device, as `--profile` does; rows without one use the analytic kernel model.
 Nothing is fitted to these rows: every error is out of sample."""
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distscope.measure.profile import load_profile
 from distscope.model.dlrm_cli import shardings_for
 from distscope.model.embedding_cost import estimate_dlrm
+from distscope.system.calibrated import apply_profile
 from distscope.system.device import get_device
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
@@ -34,26 +38,31 @@ class DlrmRowResult:
         return 100.0 * (self.predicted_ms / self.measured_ms - 1.0)
 
 
-def row_cluster(row: Mapping[Any, Any]) -> Cluster:
+def row_cluster(row: Mapping[Any, Any], root: Path, measured_kernels: bool = True) -> Cluster:
     """The row's preset at its GPU count; `device` (when given) replaces the preset's GPU, e.g. the 40 GB
-    A100 of 2020's DGX A100 on the dgx-a100 preset's NVSwitch nodes and InfiniBand."""
+    A100 of 2020's DGX A100 on the dgx-a100 preset's NVSwitch nodes and InfiniBand; `kernels` (a profile
+    file relative to `root`) adds its measured kernel tables unless `measured_kernels` is off."""
     c = get_cluster(row["cluster"], int(row["gpus"]))
     dev = (row.get("device") or "").strip()
-    return dataclasses.replace(c, device=get_device(dev)) if dev else c
+    c = dataclasses.replace(c, device=get_device(dev)) if dev else c
+    kernels = (row.get("kernels") or "").strip()
+    return apply_profile(c, load_profile(root / kernels)) if kernels and measured_kernels else c
 
 
-def predict_file(path: str | Path, root: Path) -> list[DlrmRowResult]:
-    """Every row of `path`; tables and sharding files are named relative to `root` (the repository). Rows
-    that share tables, cluster, batch and sharding are priced once."""
+def predict_file(path: str | Path, root: Path, measured_kernels: bool = True) -> list[DlrmRowResult]:
+    """Every row of `path`; tables, sharding and kernel files are named relative to `root` (the
+    repository). Rows that share tables, cluster, batch and sharding are priced once. `measured_kernels`
+    off: every row on the analytic kernel model (what `estimate` gives without `--profile`)."""
     _, rows = read_csv(path, "DLRM runs CSV")
     priced: dict[tuple[str, ...], float] = {}
     out = []
     for _, r in rows:
-        key = (r["model"], r["cluster"], r.get("device") or "", r["gpus"], r["global_batch"], r["sharding"])
+        key = (r["model"], r["cluster"], r.get("device") or "", r.get("kernels") or "", r["gpus"], r["global_batch"],
+               r["sharding"])
         if key not in priced:
             name = r["model"]  # a tables file relative to the repository, or a preset (dlrm:mlperf-dcnv2)
             spec = load_dlrm(name.replace("dlrm:", f"dlrm:{root}/", 1) if name.endswith((".yaml", ".yml")) else name)
-            c = row_cluster(r)
+            c = row_cluster(r, root, measured_kernels)
             gb = int(r["global_batch"])
             named = r["sharding"]
             sh, _ = shardings_for(spec, c, None if named == "planner" else
