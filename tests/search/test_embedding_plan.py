@@ -373,3 +373,5 @@ def test_a_rows_measured_kernels_replace_the_analytic_model() -> None:
     assert row_cluster(row, ROOT, measured_kernels=False).device.kernels is None
     with pytest.raises(DistscopeError, match=r"nope\.json"):
         row_cluster({**row, "kernels": "data/device/nope.json"}, ROOT)
+    with pytest.raises(DistscopeError, match=r"H100 80GB HBM3.*applied to a a100"):  # another GPU's tables
+        row_cluster({**row, "cluster": "dgx-a100"}, ROOT)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distscope.errors import DistscopeError
+from distscope.measure.kernel_profile import kernel_device_warning
 from distscope.measure.profile import load_profile
 from distscope.model.dlrm_cli import shardings_for
 from distscope.model.embedding_cost import estimate_dlrm
@@ -46,7 +48,12 @@ def row_cluster(row: Mapping[Any, Any], root: Path, measured_kernels: bool = Tru
     dev = (row.get("device") or "").strip()
     c = dataclasses.replace(c, device=get_device(dev)) if dev else c
     kernels = (row.get("kernels") or "").strip()
-    return apply_profile(c, load_profile(root / kernels)) if kernels and measured_kernels else c
+    if not (kernels and measured_kernels):
+        return c
+    prof = load_profile(root / kernels)
+    if prof.kernels is None or (warn := kernel_device_warning(prof.kernels, c.device.name)):
+        raise DistscopeError(f"kernels={kernels!r}: {warn or 'no kernel tables in it'} (row {row.get('id', '?')})")
+    return apply_profile(c, prof)
 
 
 def predict_file(path: str | Path, root: Path, measured_kernels: bool = True) -> list[DlrmRowResult]:
