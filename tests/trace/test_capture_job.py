@@ -82,6 +82,13 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d / "profile.json"
 
 
+def _why(stderr: str) -> str:
+    """A failed job's own messages first (a rank's abort, e.g. "terminate called ...", precedes torchrun's
+    summary, which alone fills the tail), then the tail."""
+    own = [ln for ln in stderr.splitlines() if any(k in ln for k in ("terminate", "what()", "Error", "error:"))]
+    return "\n".join(own[:20]) + "\n...\n" + stderr[-2000:]
+
+
 @pytest.fixture(scope="session")
 def captured(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """capture(name, *script args) -> capture folder, each run once per session."""
@@ -95,7 +102,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
                        "--timeout-s", "200",
                        *(() if convert else ("--no-convert",)), "--json", "--",
                        *_torchrun(str(EXAMPLES / "train_gpt.py"), "--steps", str(STEPS), *JOB, *extra))
-            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert proc.returncode == 0, _why(proc.stderr)
             done[name] = out
         return done[name]
 
