@@ -142,6 +142,47 @@ def _register_kernels(logger: CommLogger) -> list[torch.library.Library]:
     return [c10d, fun]
 
 
+class _Completion:
+    """The done-callback on one collective's future: records the end time (or the failure) of `rec`.
+
+    A c10d worker thread (gloo's, NCCL's watchdog) runs it and then drops it, taking the GIL to do so. A
+    thread that takes the GIL after the interpreter has begun finalizing is ended by CPython mid-destructor,
+    and the process dies of SIGABRT ("terminate called without an active exception"). The program can be
+    ahead of that thread: a DDP comm hook waits on a `then` of the future, which completes before the
+    thread drops the future's earlier callbacks (this one). A 2-rank gloo job whose drops are delayed 0.3 s
+    aborts 3 times in 3 without the wait below, and never with it (tests/measure/test_logger_exit.py). Under
+    CPU load the thread can wait that long for a core (rank 2 of a 4-rank fp16-hook capture on a loaded
+    2-core host aborted so in CI, 2026-11-27). `drain` waits in the
+    logger's exit, which runs before finalization (a context manager, or the capture's atexit hook), until
+    every callback has been dropped."""
+
+    def __init__(self, logger: CommLogger, rec: _Open) -> None:
+        self._logger, self._rec = logger, rec
+        with logger._callbacks_lock:
+            logger._callbacks_live += 1
+
+    def __call__(self, f: Any) -> None:
+        try:
+            f.value()
+        except Exception as exc:  # the collective failed (peer died, timeout): keep the reason
+            self._rec.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        self._logger._close(self._rec)
+
+    def __del__(self) -> None:  # on whichever thread drops it
+        with self._logger._callbacks_lock:
+            self._logger._callbacks_live -= 1
+
+    @staticmethod
+    def drain(logger: CommLogger, timeout_s: float = 10.0) -> None:
+        """Wait until every callback is dropped; then give the thread that dropped the last one a moment
+        more, since the program's own callbacks on the same future (a DDP comm hook's `then`) are dropped
+        by it right after ours."""
+        deadline = time.perf_counter() + timeout_s
+        while logger._callbacks_live > 0 and time.perf_counter() < deadline:
+            time.sleep(0.001)
+        time.sleep(0.02)
+
+
 class CommLogger:
     """Context manager that logs comm calls on this rank. Use `calls()` afterwards.
 
@@ -182,6 +223,8 @@ class CommLogger:
         self._orig_mesh_init: Callable[..., None] | None = None
         self._orig_wait: Callable[..., Any] | None = None
         self._by_work: dict[int, _Open] = {}
+        self._callbacks_live = 0  # future callbacks (_Completion) made and not yet dropped
+        self._callbacks_lock = threading.Lock()
         self._by_storage: dict[int, _Open] = {}
         self._tls = threading.local()
         self._arg_names: dict[Any, list[str]] = {}
@@ -248,6 +291,7 @@ class CommLogger:
         deadline = time.perf_counter() + 1.0
         while self._open and time.perf_counter() < deadline:
             time.sleep(self._poll_interval_s)
+        _Completion.drain(self)
         self._stop.set()
         self._wake.set()
         if self._monitor is not None:
@@ -409,14 +453,7 @@ class CommLogger:
             self._wake.set()
             return
 
-        def done(f: Any, r: _Open = rec) -> None:
-            try:
-                f.value()
-            except Exception as exc:  # the collective failed (peer died, timeout): keep the reason
-                r.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            self._close(r)
-
-        fut.add_done_callback(done)
+        fut.add_done_callback(_Completion(self, rec))
 
     def _close(self, rec: _Open) -> None:
         if rec.end_perf is None:
