@@ -85,7 +85,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{module_accuracy:v100_amp_mean_abs_error_pct:.1f}%); A100 TF32: {module_accuracy:tf32_mean_abs_error_pct:.1f}% "
      "over {module_accuracy:tf32_rows} rows (NCHW, with cuDNN's layout transforms and NCHW batch norm priced from H100 profiles; no A100 TF32 kernel data); V100 FP32 "
      "{module_accuracy:v100_fp32_mean_abs_error_pct:.1f}% over {module_accuracy:v100_fp32_rows} (no V100 GEMM data: the "
-     "default ceiling); SE-ResNeXt-101 {module_accuracy:sernxt101_mean_abs_error_pct:.1f}% over "
+     "default ceiling; its ungrouped 3x3 layers at the 2.25x of cuDNN's FP32 Winograd kernels); SE-ResNeXt-101 {module_accuracy:sernxt101_mean_abs_error_pct:.1f}% over "
      "{module_accuracy:sernxt101_rows}; all {module_accuracy:rows}: {module_accuracy:mean_abs_error_pct:.1f}%, max "
      "{module_accuracy:max_abs_error_pct:.1f}%",
      "`python benchmarks/module_accuracy.py`"),

@@ -50,14 +50,15 @@ def test_tf32_nchw_rows(results) -> None:  # type: ignore[no-untyped-def]
 def test_v100_rows_were_added_after_the_model(results) -> None:  # type: ignore[no-untyped-def]
     """DGX-1 V100 32GB (M2), added after the convolution model was calibrated on the H100 table: a GPU with
     no kernel data of its own (the default GEMM ceiling, with a warning). ResNet-50 AMP: +18% (1 GPU) and
-    +3% (8 GPUs), held within 25%; FP32 (NCHW, no tensor cores) +40% / +37%, not held (+34% / +30% before
-    NCHW batch norm was priced: the V100's fp32 convolutions are faster than their FLOPs at its peak, which
-    Winograd- and FFT-class kernels allow). ResNeXt-101 was +35% to +53% until its grouped convolutions'
-    backward was counted at its real FLOPs (module_graph.conv_backward_flops): now AMP -2% / -8%, FP32 +7% /
-    +3%, held within 10%."""
+    +3% (8 GPUs), held within 25%; FP32 (NCHW, no tensor cores) was +40% / +37% (+34% / +30% before NCHW
+    batch norm was priced) while ResNeXt-101's FP32 rows, whose 3x3 layers are grouped, were +7% / +3%: the
+    ungrouped 3x3 layers run cuDNN's Winograd kernels in FP32 (efficiency.WINOGRAD_F2X2_3X3, the algorithm's
+    2.25x, not fitted), now +21% / +18%, held within 25%. ResNeXt-101 was +35% to +53% until its grouped
+    convolutions' backward was counted at its real FLOPs (module_graph.conv_backward_flops): now AMP -2% /
+    -8%, FP32 +7% / +3%, held within 10%."""
     v100 = {r.run_id: r.error_pct for r in results if r.run_id.startswith("M2-")}
     assert len(v100) == 8
-    assert all(abs(e) <= 25.0 for rid, e in v100.items() if "-RN50-AMP-" in rid)
+    assert all(abs(e) <= 25.0 for rid, e in v100.items() if "-RN50-" in rid)
     assert all(abs(e) <= 10.0 for rid, e in v100.items() if "-RNXT101-" in rid)
 
 

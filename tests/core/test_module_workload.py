@@ -55,6 +55,18 @@ def test_resnet50_matches_torch_flop_counter_and_the_published_size() -> None:
     assert g.saved_bytes > 0
 
 
+def test_winograd_shapes_are_resnet50s_ungrouped_unit_stride_3x3_layers() -> None:
+    """ResNet-50 v1.5 has 16 3x3 convolutions; the 3 that open stages 2-4 have stride 2, leaving 13 that
+    cuDNN can run as Winograd (forward, and each backward); ResNeXt's grouped ones and the stem cannot."""
+    g = trace_module(resnet50, parse_inputs("x:2x3x224x224:fp32"), "resnet50")
+    fwd = [o for o in g.ops if o.kind is OpKind.CONV and o.phase is Phase.FORWARD]
+    assert sum(o.taps == 9 for o in fwd) == 16
+    assert sum(o.winograd for o in fwd) == 13
+    assert all(o.taps == 9 and o.groups == 1 for o in g.ops if o.winograd)
+    grouped = trace_module(lambda: nn.Conv2d(64, 64, 3, padding=1, groups=16), parse_inputs("x:2x64x8x8:fp32"), "g")
+    assert not any(o.winograd for o in grouped.ops)
+
+
 @pytest.fixture(scope="module")
 def resnet() -> object:
     return trace_module(resnet50, parse_inputs("x:64x3x224x224:bf16"), "resnet50")

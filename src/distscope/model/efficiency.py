@@ -120,13 +120,26 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
 TENSOR_CORE_MIN_CHANNELS = 8
 
 
+# Winograd's minimal filtering F(2x2, 3x3) computes a 2x2 output tile of a 3x3 convolution with 16
+# multiplies instead of 36: 2.25x fewer (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks",
+# CVPR 2016, whose fused kernel cuDNN ships as its WINOGRAD algorithms for forward, data and filter
+# gradients, since cuDNN 5). cuDNN takes it for ungrouped 3x3 unit-stride convolutions on the CUDA cores
+# (FP32); tensor-core convolutions (FP16, BF16, TF32) run implicit GEMM. The transforms are adds, fused in
+# the kernel: the arithmetic shrinks by the factor, the HBM floor does not. Check (out of sample, the
+# factor is the algorithm's, not fitted): DeepLearningExamples' FP32 ResNet-50 on V100 (M2), whose 3x3
+# layers are ungrouped, against ResNeXt-101's and SE-ResNeXt-101's grouped 3x3 layers on the same GPUs
+# (benchmarks/module_accuracy.py).
+WINOGRAD_F2X2_3X3 = 2.25
+
+
 def conv_on_cuda_cores(K: float, taps: float, groups: int) -> bool:
     """An ungrouped convolution of fewer than TENSOR_CORE_MIN_CHANNELS input channels (K / taps of them)."""
     return groups == 1 and K / taps < TENSOR_CORE_MIN_CHANNELS
 
 
 def conv_time_s(M: float, N: float, K: float, taps: float, flops: float, nbytes: float, *, groups: int,
-                peak_flops: float, cuda_core_flops: float, hbm_Bps: float, eta_max: float) -> float:
+                peak_flops: float, cuda_core_flops: float, hbm_Bps: float, eta_max: float,
+                winograd: bool = False) -> float:
     """One convolution as cuDNN runs it, an implicit GEMM of (M, N, K) = (N·H_out·W_out, C_out,
     C_in/groups·k_h·k_w) that never materialises its im2col matrix: each input pixel a tile loads
     serves all k_h·k_w `taps` of the filter, so the tile's arithmetic intensity saturates at
@@ -135,25 +148,30 @@ def conv_time_s(M: float, N: float, K: float, taps: float, flops: float, nbytes:
     is twice the forward's 2MNK). An ungrouped convolution of fewer than TENSOR_CORE_MIN_CHANNELS input
     channels runs at the CUDA cores' `cuda_core_flops`. Component check: ResNet-50's convolutions on an
     H100 (data/device/nvidia-h100-2026-11-26 probe.json "conv", cuDNN, bf16, batch 128), where the
-    GEMM form made the 3x3 layers 78% too slow (tests/measure/test_device_data.py)."""
+    GEMM form made the 3x3 layers 78% too slow (tests/measure/test_device_data.py). `winograd`: an FP32
+    3x3 unit-stride convolution, whose arithmetic is WINOGRAD_F2X2_3X3 times smaller."""
     if conv_on_cuda_cores(K, taps, groups):
         peak_flops = cuda_core_flops
     m = min(N * taps, K)
     eta = eta_max * m / (m + GEMM_KAPPA * peak_flops / hbm_Bps)
-    return max(flops / (peak_flops * eta), nbytes / (hbm_Bps * MEM_ETA)) + KERNEL_S
+    math_flops = flops / WINOGRAD_F2X2_3X3 if winograd else flops
+    return max(math_flops / (peak_flops * eta), nbytes / (hbm_Bps * MEM_ETA)) + KERNEL_S
 
 
 def conv_s(device: Device, dtype: DType, M: float, N: float, K: float, taps: float, flops: float,
-           nbytes: float, groups: int = 1) -> float:
+           nbytes: float, groups: int = 1, winograd_shape: bool = False) -> float:
     """conv_time_s on `device` at σ · its GEMM ceiling; a measured GEMM table (--profile) keeps the GEMM
-    form (the table's rate at the implicit-GEMM dims)."""
+    form (the table's rate at the implicit-GEMM dims). `winograd_shape`: an ungrouped 3x3 unit-stride
+    convolution, which cuDNN runs as Winograd in FP32."""
+    winograd = winograd_shape and dtype is DType.FP32
     kp = device.kernels
     if kp is not None and kp.has_gemm(dtype):
-        return gemm_s(device, dtype, M, N, K) * flops / (2.0 * M * N * K)
+        math_flops = flops / WINOGRAD_F2X2_3X3 if winograd else flops
+        return gemm_s(device, dtype, M, N, K) * math_flops / (2.0 * M * N * K)
     return conv_time_s(M, N, K, taps, flops, nbytes, groups=groups, peak_flops=device.flops(dtype),
                        cuda_core_flops=dict(device.peak_flops).get(DType.FP32, 0.0) or device.flops(dtype),
                        hbm_Bps=device.hbm_Bps,
-                       eta_max=gemm_eta_max(device.name, dtype))
+                       eta_max=gemm_eta_max(device.name, dtype), winograd=winograd)
 
 
 def mem_time_s(nbytes: float, hbm_Bps: float) -> float:

@@ -125,7 +125,7 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
     if op.kind is OpKind.CONV and op.gemm is not None:
         if not op.flops:
             return 0.0
-        t = eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups)
+        t = eff.conv_s(device, dt, *op.gemm, op.taps, op.flops, op.bytes, op.groups, op.winograd)
         if (graph.layout is Layout.NCHW and dt is not DType.FP32  # on tensor cores: cuDNN's NHWC kernels
                 and not eff.conv_on_cuda_cores(op.gemm[2], op.taps, op.groups)):
             t += eff.elementwise_s(device, layout_transform_bytes(op, dt), 2 if op.phase is Phase.FORWARD else 3)

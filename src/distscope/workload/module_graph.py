@@ -108,6 +108,7 @@ class Op:
     taps: float = 1.0  # convolution: the filter's spatial taps (k_h·k_w) sharing each input pixel
     groups: int = 1  # convolution: its channel groups
     pointwise: bool = False  # convolution: 1x1 at unit stride, a plain GEMM in either memory format
+    winograd: bool = False  # convolution: ungrouped 3x3 at unit stride, the shape cuDNN's Winograd kernels take
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -241,9 +242,10 @@ def _gemm_dims(op: str, args: tuple[Any, ...]) -> tuple[float, float, float]:
     return float(a.shape[0] * a.shape[1]), float(b.shape[2]), float(a.shape[2])
 
 
-def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, float, float], float, int, bool]:
+def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, float, float], float, int, bool, bool]:
     """Implicit-GEMM dims of the forward convolution the op belongs to, its filter's spatial taps, its
-    channel groups and whether it is pointwise (1x1 at unit stride: Op.pointwise)."""
+    channel groups, whether it is pointwise (1x1 at unit stride: Op.pointwise) and whether it is an
+    ungrouped 3x3 at unit stride (Op.winograd)."""
     if op == "convolution":
         x, w, y = args[0], args[1], out
     else:  # convolution_backward(grad_output, input, weight, ...)
@@ -251,8 +253,10 @@ def _conv_dims(op: str, args: tuple[Any, ...], out: Any) -> tuple[tuple[float, f
     n_out = math.prod(y.shape[2:]) * y.shape[0]
     dims = (float(n_out), float(w.shape[0]), float(math.prod(w.shape[1:])))
     taps = float(math.prod(w.shape[2:]))
-    pointwise = taps == 1 and tuple(x.shape[2:]) == tuple(y.shape[2:])
-    return dims, taps, max(1, int(x.shape[1]) // max(1, int(w.shape[1]))), pointwise
+    unit_stride = tuple(x.shape[2:]) == tuple(y.shape[2:])
+    groups = max(1, int(x.shape[1]) // max(1, int(w.shape[1])))
+    winograd = tuple(w.shape[2:]) == (3, 3) and unit_stride and groups == 1
+    return dims, taps, groups, taps == 1 and unit_stride, winograd
 
 
 def conv_backward_flops(dims: tuple[float, float, float], output_mask: Any) -> float:
@@ -370,11 +374,12 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
             if op in _GEMMS:
                 ops.append(Op(op, OpKind.GEMM, phase[0], flops, nbytes, _gemm_dims(op, args), where))
             elif op in _CONVS:
-                dims, taps, groups, pointwise = _conv_dims(op, args, out)
+                dims, taps, groups, pointwise, winograd = _conv_dims(op, args, out)
                 if op == "convolution_backward" and groups > 1 and not args[7]:
                     flops = conv_backward_flops(dims, args[10])
                 ops.append(Op(op, OpKind.CONV, phase[0], flops, nbytes, dims, where, taps=taps, groups=groups,
-                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]), pointwise=pointwise))
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]), pointwise=pointwise,
+                              winograd=winograd))
             elif flops > 0:
                 ops.append(Op(op, OpKind.ATTENTION, phase[0], flops, nbytes, module=where,
                               attn=_attn_shape(func, args, kwargs)))
