@@ -152,16 +152,18 @@ class _Completion:
     thread drops the future's earlier callbacks (this one). A 2-rank gloo job whose drops are delayed 0.3 s
     aborts 3 times in 3 without the wait below, and never with it (tests/measure/test_logger_exit.py). Under
     CPU load the thread can wait that long for a core (rank 2 of a 4-rank fp16-hook capture on a loaded
-    2-core host aborted so in CI, 2026-11-27). `drain` waits in the
-    logger's exit, which runs before finalization (a context manager, or the capture's atexit hook), until
-    every callback has been dropped."""
+    2-core host aborted so in CI, 2026-11-27). `drain` waits in the logger's exit, which runs before
+    finalization (a context manager, or the capture's atexit hook), until every callback that has run has
+    been dropped. (One that never runs, on a collective that never completes, is dropped with its future
+    by whoever drops that; the exit does not wait for it.)"""
 
     def __init__(self, logger: CommLogger, rec: _Open) -> None:
-        self._logger, self._rec = logger, rec
-        with logger._callbacks_lock:
-            logger._callbacks_live += 1
+        self._logger, self._rec, self._ran = logger, rec, False
 
     def __call__(self, f: Any) -> None:
+        with self._logger._callbacks_lock:  # counted before the record closes: the exit waits for both
+            self._logger._callbacks_to_drop += 1
+            self._ran = True
         try:
             f.value()
         except Exception as exc:  # the collective failed (peer died, timeout): keep the reason
@@ -169,16 +171,17 @@ class _Completion:
         self._logger._close(self._rec)
 
     def __del__(self) -> None:  # on whichever thread drops it
-        with self._logger._callbacks_lock:
-            self._logger._callbacks_live -= 1
+        if self._ran:
+            with self._logger._callbacks_lock:
+                self._logger._callbacks_to_drop -= 1
 
     @staticmethod
     def drain(logger: CommLogger, timeout_s: float = 10.0) -> None:
-        """Wait until every callback is dropped; then give the thread that dropped the last one a moment
-        more, since the program's own callbacks on the same future (a DDP comm hook's `then`) are dropped
-        by it right after ours."""
+        """Wait until every callback that ran is dropped; then give the thread that dropped the last one a
+        moment more, since the program's own callbacks on the same future (a DDP comm hook's `then`) are
+        dropped by it right after ours."""
         deadline = time.perf_counter() + timeout_s
-        while logger._callbacks_live > 0 and time.perf_counter() < deadline:
+        while logger._callbacks_to_drop > 0 and time.perf_counter() < deadline:
             time.sleep(0.001)
         time.sleep(0.02)
 
@@ -223,7 +226,7 @@ class CommLogger:
         self._orig_mesh_init: Callable[..., None] | None = None
         self._orig_wait: Callable[..., Any] | None = None
         self._by_work: dict[int, _Open] = {}
-        self._callbacks_live = 0  # future callbacks (_Completion) made and not yet dropped
+        self._callbacks_to_drop = 0  # future callbacks (_Completion) that have run and are not yet dropped
         self._callbacks_lock = threading.Lock()
         self._by_storage: dict[int, _Open] = {}
         self._tls = threading.local()
