@@ -1,8 +1,9 @@
 """The comm logger's exit waits for the c10d worker threads to drop its future callbacks: a callback
 dropped after the interpreter has begun finalizing aborts the process (SIGABRT, "terminate called without
 an active exception"). Seen once in CI (2026-11-27, rank 2 of a 4-rank fp16-hook capture on a loaded 2-core
-host); here made certain by delaying each drop 0.3 s while the program waits on a `then` of the future, as
-a DDP comm hook does (scripts/late_callback.py)."""
+host). scripts/late_callback.py delays the drops while the program waits on a `then` of the future, as a
+DDP comm hook does: 0.3 s (the logger must wait), or until finalization (the control, which must abort; a
+fixed delay there let the process finish exiting first in 1 run of 4)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_exit_waits_for_late_callbacks() -> None:
 
 @pytest.mark.slow
 def test_without_the_wait_the_job_aborts() -> None:
-    """The control: the same job with the logger's wait switched off dies of SIGABRT."""
+    """The control: the job with the logger's wait switched off and its drops held until finalization dies
+    of SIGABRT."""
     proc = _run("no-drain")
     assert proc.returncode != 0
     assert "terminate called without an active exception" in proc.stderr, proc.stderr[-2000:]
