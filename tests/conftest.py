@@ -29,13 +29,8 @@ SERIAL = ("tests/trace/test_capture_job.py", "tests/measure/test_faults.py", "te
           "tests/explore/test_ray_interrupt.py", "tests/explore/test_resume.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before the mark plugin deselects by `-m`
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.relative_to(REPO).as_posix().startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
-
-
-@pytest.fixture(scope="session")
-def validation_dir() -> pathlib.Path:
-    """The repo's copy of the validation data (data/validation; kept equal to ../shared/validation)."""
-    return VALIDATION

@@ -378,3 +378,19 @@ def test_nchw_prices_cudnn_layout_transforms_and_batch_norm() -> None:
     conv_s = [op_s(o, dev, fp32) for o in fp32.ops if o.kind is OpKind.CONV]
     fp32_nhwc = trace_module(resnet50, parse_inputs("x:32x3x224x224:fp32"), "resnet50")
     assert conv_s == [op_s(o, dev, fp32_nhwc) for o in fp32_nhwc.ops if o.kind is OpKind.CONV]
+
+
+def test_trace_ref_remembers_a_trace_until_its_file_changes(tmp_path: Path) -> None:
+    import os
+
+    from distscope.workload.module_graph import trace_ref
+
+    f = tmp_path / "m.py"
+    f.write_text("from torch import nn\ndef make():\n    return nn.Linear(8, 4)\n")
+    ref, inputs = f"torch:{f}:make", parse_inputs("x:2x8:fp32")
+    first = trace_ref(ref, inputs)
+    assert trace_ref(ref, inputs) is first
+    f.write_text("from torch import nn\ndef make():\n    return nn.Linear(8, 16)\n")
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    again = trace_ref(ref, inputs)
+    assert again is not first and again.params == 8 * 16 + 16

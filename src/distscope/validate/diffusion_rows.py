@@ -22,7 +22,7 @@ from distscope.model.patch_parallel import PatchMode, PatchPlan, sweep
 from distscope.scenario import SystemFlags, build_cluster
 from distscope.system.device import Device
 from distscope.userfile import read_csv
-from distscope.workload.module_graph import ModuleGraph, load_factory, parse_inputs, trace_module
+from distscope.workload.module_graph import ModuleGraph, parse_inputs, trace_ref
 
 COLUMNS = ("run_id", "source", "model", "input", "cluster", "gpus", "mode", "steps", "cfg_split", "cuda_graph",
            "metric", "measured")
@@ -70,13 +70,11 @@ def predict_row(row: dict[str | None, Any], root: Path, where: str) -> Diffusion
     plan = PatchPlan(gpus=gpus, mode=parse_list(PatchMode, row["mode"], "mode", "patch-parallel mode")[0],
                      steps=int(row["steps"]), cfg_split=_flag(row, "cfg_split", where),
                      cuda_graph=_flag(row, "cuda_graph", where))
-    factory, name = load_factory(_ref(row["model"], root))
-    run = sweep(lambda x: trace_module(factory, x, name, inference=True), parse_inputs(row["input"]), cluster,
-                [plan])[0]
+    model = _ref(row["model"], root)
+    run = sweep(lambda x: trace_ref(model, x, inference=True), parse_inputs(row["input"]), cluster, [plan])[0]
     predicted = run.speedup if row["metric"] == "speedup" else run.latency_s
     if row["metric"] == "latency_s" and (row.get("vae") or "").strip():
-        vf, vname = load_factory(_ref(row["vae"], root))
-        vae = trace_module(vf, parse_inputs(row.get("vae_input")), vname, inference=True)
+        vae = trace_ref(_ref(row["vae"], root), parse_inputs(row.get("vae_input")), inference=True)
         predicted += _forward_s(vae, cluster.device, plan.cuda_graph)
     return DiffusionRowResult(run_id=row["run_id"], source=row["source"], metric=row["metric"],
                               measured=float(row["measured"]), predicted=predicted)
