@@ -34,3 +34,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.relative_to(REPO).as_posix().startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
+
+
+@pytest.fixture(scope="session")
+def validation_dir() -> pathlib.Path:
+    """The repo's copy of the validation data (data/validation; kept equal to ../shared/validation)."""
+    return VALIDATION
