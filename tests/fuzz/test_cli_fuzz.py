@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import VALIDATION
+from tests.conftest import REPO, VALIDATION
 from tests.fuzz import cli_fuzz as F
 
 COMMANDS = F.commands()
@@ -21,6 +21,19 @@ FUZZED = sorted(c for c in COMMANDS if c not in F.SPAWNING)
 PER_COMMAND = 185  # x 18 fuzzed commands + 700 + 500 + 500 file inputs = 5,030 inputs per run
 SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _scratch_cwd(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Run the commands in a scratch directory that sees the repository's data/, docs/ and examples/ (as
+    test_readme_examples does): a fuzzed `--out ''` is the working directory (Path('') is '.'), and
+    `trace generate` wrote its traces into the checkout."""
+    d = tmp_path_factory.mktemp("cwd")
+    for name in ("data", "docs", "examples"):
+        (d / name).symlink_to(REPO / name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(d)
+        yield d
 
 
 @st.composite
