@@ -40,7 +40,7 @@ def diffusion_sweep(f: DiffusionFlags, progress: Any = None) -> dict[str, Any]:
     from distscope.enums import parse_list
     from distscope.model.patch_parallel import PatchMode, PatchPlan, sweep
     from distscope.scenario import SystemFlags, build_cluster
-    from distscope.workload.module_graph import is_module_ref, load_factory, parse_inputs, trace_ref
+    from distscope.workload.module_graph import is_module_ref, parse_inputs, trace_ref
 
     if not is_module_ref(f.model):
         raise DistscopeError(f"--model {f.model!r}: serve diffusion prices a torch module's denoising loop: "
@@ -57,7 +57,6 @@ def diffusion_sweep(f: DiffusionFlags, progress: Any = None) -> dict[str, Any]:
     cluster = build_cluster(SystemFlags(cluster=f.cluster, gpus=max(counts)))
     plans = [PatchPlan(gpus=g, mode=m, steps=f.steps, warmup_steps=f.warmup_steps, cfg_split=f.cfg_split,
                        pcpp_ratio=f.pcpp_ratio, cuda_graph=f.cuda_graph) for m in modes for g in counts]
-    load_factory(f.model)  # a bad --model is one line before any work
     runs = sweep(lambda x: trace_ref(f.model, x, inference=True), inputs, cluster, plans, progress)
     return {"model": f.model, "input": f.input, "cluster": cluster.name, "device": cluster.device.name,
             "steps": f.steps, "warmup_steps": f.warmup_steps, "cfg_split": f.cfg_split, "cuda_graph": f.cuda_graph,
