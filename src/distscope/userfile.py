@@ -170,6 +170,14 @@ def write_text(path: str | Path, text: str, what: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def out_path(value: str, field: str) -> Path:
+    """An output path given on the command line. An empty one is refused: typer would turn '' into '.',
+    and a command would then write (or clear its earlier files) in the working directory unasked."""
+    if not value.strip():
+        raise DistscopeError(f"{field}={value!r}: an empty output path; name a file or folder")
+    return Path(value)
+
+
 def check_writable_dir(path: str | Path, what: str) -> None:
     """Create the output directory (and parents) or fail with one line naming it."""
     p = Path(path)

@@ -91,6 +91,16 @@ def test_generate_rejects_bad_plan(tmp_path: Path) -> None:
     assert wrong.returncode == 2 and "--gpus" in wrong.stderr
 
 
+@pytest.mark.parametrize("verb", [("generate", *PLAN), ("capture", "--", sys.executable, "-c", "pass")])
+def test_an_empty_out_is_refused_and_nothing_is_written(verb: tuple[str, ...], tmp_path: Path) -> None:
+    """typer turns --out '' into '.': generate would write its traces, and capture clear earlier capture
+    files, in the working directory."""
+    proc = subprocess.run([sys.executable, "-m", "distscope", "trace", verb[0], "--out", "", *verb[1:]], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert proc.returncode == 2 and proc.stderr.strip() == "distscope: error: --out='': an empty output path; name a file or folder"
+    assert not list(tmp_path.iterdir())
+
+
 def test_software_preset_reaches_the_trace() -> None:
     """A software preset prices the trace as it prices the estimate: FP8 weight gathers of a stack that
     gathers FP8 weights carry half the bytes, and a PyTorch-native stack's compute is slower."""

@@ -58,7 +58,7 @@ def generate(
     workload: S.WorkloadFlags,
     system: S.SystemFlags,
     plan: S.PlanFlags,
-    out_dir: Annotated[Path, typer.Option("-o", "--out", help="Directory to write the traces into.")],
+    out: Annotated[str, typer.Option("-o", "--out", help="Directory to write the traces into.")],
     steps: Annotated[int, typer.Option("--steps", help="Consecutive steps in one trace (only --schedule 2bw, which has no flush).")] = 1,
     prefix: Annotated[str, typer.Option("--prefix", help="File prefix: PREFIX.<rank>.et.")] = "step",
     symmetric: Annotated[
@@ -79,8 +79,10 @@ def generate(
     from distscope.report.progress import progress
     from distscope.trace.builder import build_traces, traced_ranks
     from distscope.trace.from_plan import step_spec
+    from distscope.userfile import out_path
     from distscope.workload.module_graph import is_module_ref
 
+    out_dir = out_path(out, "--out")
     if steps < 1:
         raise DistscopeError(f"--steps={steps} must be >= 1")
     from distscope.workload.embedding import is_dlrm_ref
@@ -143,7 +145,7 @@ def _write(out_dir: Path, prefix: str, traces: TraceSet, *, symmetric: bool, as_
 @trace_app.command("capture", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def capture_cmd(
     ctx: typer.Context,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the traces (created; earlier capture files in it are replaced).")],
+    out_arg: Annotated[str, typer.Option("--out", "-o", help="Folder for the traces (created; earlier capture files in it are replaced).")],
     step: Annotated[
         int | None, typer.Option(help="Step to capture: the one that starts when the N-th optimizer.step() returns "
                                  "(0: the first). Default: --warmup + --timed-steps.")
@@ -176,6 +178,7 @@ def capture_cmd(
     from distscope.trace.capture_files import clear, postprocess, ranks_with_traces
     from distscope.trace.capture_launch import capture_env, run_job
     from distscope.trace.chakra_io import chakra
+    from distscope.userfile import out_path
 
     if warmup < 0:
         raise DistscopeError(f"--warmup={warmup} must be >= 0")
@@ -186,6 +189,7 @@ def capture_cmd(
         raise DistscopeError(f"--step={step} must be >= 0")
     if not ctx.args:
         raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
+    out = out_path(out_arg, "--out")
     chakra()  # the capture is written as Chakra ET: say so before the job runs, not after
     out.mkdir(parents=True, exist_ok=True)
     clear(out)
