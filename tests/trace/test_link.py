@@ -100,6 +100,24 @@ def test_mlc_chakra_converter_accepts_the_linked_trace(tmp_path: Path) -> None:
     assert by_name["aten::linear"].duration_s == pytest.approx(40e-6)  # exclusive: no double counting
 
 
+def test_a_function_entered_before_the_window_is_dropped(tmp_path: Path) -> None:
+    """Optimizer.step, entered under the previous profiled step's observer (rf 3, long before this window's
+    first op) and written at its exit under this one, with that observer's node id: here 12, an id this
+    trace also gives c10d::allreduce_. The observer's own record made at registration stays."""
+    host, kineto = _job()
+    host["nodes"][2:2] = [_node(3, "## process_group:init ##", 2, 9), _node(12, "Optimizer.step#SGD.step", 2, 3)]
+    out = link(host, kineto)
+    names = [n["name"] for n in out["nodes"]]
+    assert "Optimizer.step#SGD.step" not in names and "## process_group:init ##" in names
+    assert [n["name"] for n in out["nodes"] if n["id"] == 12] == ["c10d::allreduce_"]
+    pytest.importorskip("chakra")
+    from chakra.src.converter.pytorch_converter import PyTorchConverter
+
+    path = tmp_path / "linked.0.json"
+    path.write_text(json.dumps(out))
+    PyTorchConverter().convert(str(path), str(tmp_path / "conv.0.et"), False)  # recursed without end before
+
+
 def test_device_kernels_become_callees_of_their_launching_op() -> None:
     host = _host([_node(10, "aten::mm", 2, 10)])
     kineto = {"traceEvents": [

@@ -72,6 +72,19 @@ def check_host_trace(host: Any, where: str) -> list[dict[str, Any]]:
     return host["nodes"]
 
 
+def entered_in_window(nodes: list[dict[str, Any]], first_rf: int) -> list[dict[str, Any]]:
+    """The host trace's nodes less those of record functions entered before profiling began (record
+    function id below `first_rf`, the Kineto window's first). Such a node is written when its function
+    exits under a newly registered observer: a capture of several steps registers one per step from
+    inside Optimizer.step (its post-hook), and that Optimizer.step exits under the next step's observer
+    carrying the node id the previous one gave it, which can equal an id of this trace (mlc-chakra's
+    converter then recursed without end). The observer's own records ("## process_group:init ##", made at
+    registration) and the thread and process roots (rf_id 0) stay."""
+    if not first_rf:
+        return nodes
+    return [n for n in nodes if str(n["name"]).startswith("## ") or not 0 < int(node_attrs(n).get("rf_id") or 0) < first_rf]
+
+
 def kineto_events(kineto: Any, where: str) -> list[dict[str, Any]]:
     """Complete ("X") events of a Kineto trace."""
     if not isinstance(kineto, dict) or not isinstance(kineto.get("traceEvents"), list):
@@ -117,10 +130,10 @@ def link(host: Any, kineto: Any, *, host_where: str = "", kineto_where: str = ""
     """ET+ JSON for one rank (a new dict; the inputs are not modified)."""
     import copy
 
-    nodes = copy.deepcopy(check_host_trace(host, host_where))
     events = kineto_events(kineto, kineto_where)
     cpu = [e for e in events if e.get("cat") in _HOST_CATS and "Record function id" in e.get("args", {})]
     by_rf = {int(e["args"]["Record function id"]): e for e in cpu}
+    nodes = copy.deepcopy(entered_in_window(check_host_trace(host, host_where), min(by_rf, default=0)))
     excl = exclusive_durations([e for e in events if e.get("cat") in _HOST_CATS])
     by_id = {int(n["id"]): n for n in nodes}
     next_id = max(by_id, default=0) + 1
