@@ -2,13 +2,14 @@
 
 The examples' GPT (--hidden 128 --seq-len 64) on 2 and 4 gloo ranks in each layout (DDP, FSDP, TP x DP,
 PP x DP), captured with `distscope trace capture` (no change to the script; 3 warm-up steps, 4 steps
-timed without the profiler before the captured one, 2 after) and simulated with this machine's α-β
+timed without the profiler before the 3 profiled ones, whose median is replayed, 2 after) and simulated with this machine's α-β
 profile measured in the same run. The ground truth is the median unprofiled step of the same run;
 its spread (min-max of the timed steps) is reported beside every error. Also:
 - scale-out: a 1-rank DDP capture simulated with --dp 2, against the 2-rank job's unprofiled step (FSDP2
   on one rank issues no collectives, so there is no DP group to grow: refused in one line);
 - repeatability: --repeat-captures captures of one job in a row: how many succeed, and the spread of
-  their simulated steps against the spread of the job's own unprofiled steps;
+  their simulated steps against the spread of the job's own unprofiled steps; alternately with
+  --profiled-steps 1 (one profiled step replayed, as before the median of several was kept);
 - capture overhead: the capture's wall time against the job's own (run plain);
 - what-if: the DDP capture simulated with `--compress dp=fp16` against the same job run with torch's
   fp16_compress_hook (captured for its unprofiled steps), on each rank count: the predicted and measured
@@ -16,7 +17,7 @@ its spread (min-max of the timed steps) is reported beside every error. Also:
   fit prices the hook's payload.
 
     python benchmarks/capture_fidelity.py [--repeats 2] [--layouts ddp,fsdp,tp,pp] [--ranks 2,4]
-                                          [--repeat-captures 20] [--wide]
+                                          [--repeat-captures 20] [--wide] [--profiled-steps 3]
 
 --wide runs the job tests/trace/test_capture_job.py captures (--hidden 256 --seq-len 64 --micro-batch 4:
 ops of tens of microseconds instead of a few) and writes capture_fidelity_wide.json.
@@ -40,7 +41,7 @@ from _results import save
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_PCT = 15.0  # issue 21: simulated step within 15% of the unprofiled median step
-WARMUP, TIMED, STEPS = 3, 4, 10
+WARMUP, TIMED, STEPS = 3, 4, 12
 MODEL = ("--hidden", "128", "--seq-len", "64")
 WIDE = ("--hidden", "256", "--seq-len", "64", "--micro-batch", "4")  # tests/trace/test_capture_job.py's JOB
 
@@ -64,10 +65,12 @@ def _job(nproc: int, layout: str, model: tuple[str, ...]) -> list[str]:
             str(ROOT / "examples" / "train_gpt.py"), "--steps", str(STEPS), "--layout", layout, *model]
 
 
-def _capture(out: Path, nproc: int, layout: str, model: tuple[str, ...]) -> tuple[dict[str, Any] | None, float, str]:
+def _capture(out: Path, nproc: int, layout: str, model: tuple[str, ...],
+             profiled: int) -> tuple[dict[str, Any] | None, float, str]:
     t0 = time.perf_counter()
     proc = _ds("trace", "capture", "--out", str(out), "--warmup", str(WARMUP), "--timed-steps", str(TIMED),
-               "--timeout-s", "200", "--no-convert", "--json", "--", *_job(nproc, layout, model), check=False)
+               "--profiled-steps", str(profiled), "--timeout-s", "200", "--no-convert", "--json", "--",
+               *_job(nproc, layout, model), check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return None, wall, proc.stderr.strip().splitlines()[-1][:300] if proc.stderr.strip() else f"exit {proc.returncode}"
@@ -93,6 +96,39 @@ def _pct(pred: float, meas: float) -> float:
     return round((pred - meas) / meas * 100, 1)
 
 
+class _Repeats:
+    """Repeated captures of one job: how many succeed, how far their simulated steps spread against the
+    job's own unprofiled steps, and each capture's error against its own unprofiled step."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.sims: list[float] = []
+        self.own: list[float] = []
+        self.capture_errors: list[float] = []
+
+    def add(self, summary: dict[str, Any] | None, err: str, out: Path, profile: Path) -> None:
+        if summary is None:
+            self.errors.append(err)
+            return
+        self.sims.append(_simulate(out, profile)["step_time_s"])
+        self.own += summary["unprofiled_steps_s"]
+        self.capture_errors.append(_pct(self.sims[-1], summary["unprofiled_step_s"]))
+
+    def summary(self) -> dict[str, Any]:
+        rep: dict[str, Any] = {"captures": len(self.sims) + len(self.errors), "succeeded": len(self.sims),
+                               "errors": self.errors}
+        if self.sims:
+            sims, own = self.sims, self.own
+            rep.update(simulated_median_s=round(statistics.median(sims), 5),
+                       simulated_spread_pct=round((max(sims) - min(sims)) / statistics.median(sims) * 100, 1),
+                       unprofiled_median_s=round(statistics.median(own), 5),
+                       unprofiled_spread_pct=round((max(own) - min(own)) / statistics.median(own) * 100, 1),
+                       error_pct=_pct(statistics.median(sims), statistics.median(own)),
+                       mean_abs_capture_error_pct=round(statistics.fmean(abs(e) for e in self.capture_errors), 1),
+                       max_abs_capture_error_pct=max(abs(e) for e in self.capture_errors))
+        return rep
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
@@ -100,6 +136,8 @@ def main() -> None:
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--repeat-captures", type=int, default=20)
     ap.add_argument("--wide", action="store_true", help="the capture test's wider job (results: capture_fidelity_wide)")
+    ap.add_argument("--profiled-steps", type=int, default=3,
+                    help="trace capture --profiled-steps (results of any other value: ..._k<N>.json)")
     args = ap.parse_args()
     model = WIDE if args.wide else MODEL  # the job this run captures
     layouts, ranks = args.layouts.split(","), [int(r) for r in args.ranks.split(",")]
@@ -112,7 +150,7 @@ def main() -> None:
             for n in ranks:
                 for layout in layouts:
                     out = d / f"{layout}{n}-{i}"
-                    summary, wall, err = _capture(out, n, layout, model)
+                    summary, wall, err = _capture(out, n, layout, model, args.profiled_steps)
                     if summary is None:
                         failures.append(f"{layout} x{n}: {err}")
                         print(f"{layout} x{n} #{i + 1}: capture failed: {err}", file=sys.stderr)
@@ -134,7 +172,7 @@ def main() -> None:
         scale = []
         for layout in ("ddp",):  # FSDP2 on one rank issues no collectives: nothing to grow (refused in one line)
             out = d / f"{layout}1"
-            summary, _, err = _capture(out, 1, layout, model)
+            summary, _, err = _capture(out, 1, layout, model, args.profiled_steps)
             truth = [r["unprofiled_step_s"] for r in runs if r["layout"] == layout and r["ranks"] == 2]
             if summary is None or not truth:
                 failures.append(f"{layout} x1: {err or 'no 2-rank run to compare with'}")
@@ -150,7 +188,7 @@ def main() -> None:
         hook = []
         for n in ranks:
             base = d / f"ddp{n}-0"
-            summary, _, err = _capture(d / f"ddp{n}-fp16", n, "ddp", (*model, "--comm-hook", "fp16"))
+            summary, _, err = _capture(d / f"ddp{n}-fp16", n, "ddp", (*model, "--comm-hook", "fp16"), args.profiled_steps)
             if summary is None or not (base / "capture.json").is_file():
                 failures.append(f"ddp x{n} fp16 hook: {err or 'no plain DDP capture to compare with'}")
                 continue
@@ -163,40 +201,35 @@ def main() -> None:
             print(f"fp16 hook x{n}: predicted {(what_if - plain) * 1e3:+.1f} ms, measured "
                   f"{(summary['unprofiled_step_s'] - own) * 1e3:+.1f} ms; hooked step {hook[-1]['hooked_error_pct']:+.1f}%",
                   file=sys.stderr)
-        # repeatability: one job captured again and again
-        rep: dict[str, Any] = {"captures": args.repeat_captures, "succeeded": 0, "errors": []}
-        sims, own = [], []
+        # repeatability: one job captured again and again, alternately with --profiled-steps K and 1 (side by
+        # side: the same host, the same minutes)
+        ks = (args.profiled_steps,) if args.profiled_steps == 1 else (args.profiled_steps, 1)
+        reps = {k: _Repeats() for k in ks}
         for i in range(args.repeat_captures):
-            out = d / f"rep{i}"
-            summary, _, err = _capture(out, 2, "ddp", model)
-            if summary is None:
-                rep["errors"].append(err)
-                continue
-            rep["succeeded"] += 1
-            sims.append(_simulate(out, profiles[2])["step_time_s"])
-            own += summary["unprofiled_steps_s"]
-            print(f"repeat {i + 1}/{args.repeat_captures}: simulated {sims[-1] * 1e3:.1f} ms", file=sys.stderr)
-        if sims:
-            rep.update(simulated_median_s=round(statistics.median(sims), 5),
-                       simulated_spread_pct=round((max(sims) - min(sims)) / statistics.median(sims) * 100, 1),
-                       unprofiled_median_s=round(statistics.median(own), 5),
-                       unprofiled_spread_pct=round((max(own) - min(own)) / statistics.median(own) * 100, 1),
-                       error_pct=_pct(statistics.median(sims), statistics.median(own)))
+            for k in ks:
+                out = d / f"rep{i}-k{k}"
+                summary, _, err = _capture(out, 2, "ddp", model, k)
+                reps[k].add(summary, err, out, profiles[2])
+                print(f"repeat {i + 1}/{args.repeat_captures}, {k} profiled: "
+                      + (f"simulated {reps[k].sims[-1] * 1e3:.1f} ms" if summary else f"failed: {err}"), file=sys.stderr)
+        rep = reps[args.profiled_steps].summary()
+        rep_one = reps[1].summary() if args.profiled_steps != 1 else None
         # capture overhead: the job alone
         t0 = time.perf_counter()
         subprocess.run(_job(2, "ddp", model), env=_env(), cwd=ROOT, capture_output=True, timeout=300, check=True)
         plain_wall = time.perf_counter() - t0
     walls = [r["capture_wall_s"] for r in runs if r["layout"] == "ddp" and r["ranks"] == 2]
     errs = [r["error_pct"] for r in runs]
-    save("capture_fidelity_wide" if args.wide else "capture_fidelity", {
-        "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(model),
+    name = "capture_fidelity_wide" if args.wide else "capture_fidelity"
+    save(name if args.profiled_steps == 3 else f"{name}_k{args.profiled_steps}", {
+        "profiled_steps": args.profiled_steps, "captures": len(runs), "ranks": args.ranks.replace(",", " and "), "failed": failures, "target_pct": TARGET_PCT, "model": " ".join(model),
         "mean_abs_error_pct": round(statistics.fmean(abs(e) for e in errs), 1) if errs else None,
         "mean_error_pct": round(statistics.fmean(errs), 1) if errs else None,
         "within_target": sum(abs(e) <= TARGET_PCT for e in errs),
         "mean_abs_profiled_error_pct": round(statistics.fmean(abs(r["profiled_error_pct"]) for r in runs), 1) if runs else None,
         "error_pct_by_layout": {f"{lay}x{n}": [r["error_pct"] for r in runs if r["layout"] == lay and r["ranks"] == n]
                                 for n in ranks for lay in layouts},
-        "scale_out": scale, "fp16_hook_what_if": hook, "repeatability": rep,
+        "scale_out": scale, "fp16_hook_what_if": hook, "repeatability": rep, "repeatability_one_profiled_step": rep_one,
         "capture_overhead": {"job_wall_s": round(plain_wall, 2),
                              "capture_wall_s": round(statistics.median(walls), 2) if walls else None},
         "runs": runs,

@@ -275,9 +275,37 @@ def test_unprofiled_steps_leave_out_warmup_and_the_profiled_step(tmp_path) -> No
     assert steps == (0.011, 0.012, 0.013)  # the slowest rank of each timed step
     assert stats[0]["steps"] == 3 and stats[1]["median_s"] == pytest.approx(0.011)
     assert unprofiled_steps(tmp_path, 3) == ((), {})  # a rank without timings: none (an older capture)
+    for r in (0, 1):  # several profiled steps (a list): each is left out
+        (tmp_path / f"steps.{r}.json").write_text(json.dumps(
+            {"step_s": [1.0, 0.5, 0.010, 0.03, 0.03, 0.012], "warmup": 2, "profiled": [3, 4]}))
+    assert unprofiled_steps(tmp_path, 2)[0] == (0.010, 0.012)
     (tmp_path / "steps.1.json").write_text(json.dumps({"step_s": "x", "warmup": 2}))
     with pytest.raises(DistscopeError, match="field step_s"):
         unprofiled_steps(tmp_path, 2)
+
+
+def test_the_median_profiled_step_is_kept(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Of several profiled steps, the one whose slowest rank is the median moves up; a step a rank did not
+    finish is left out."""
+    import json
+
+    from distscope.trace.capture_files import choose_profiled_step, ranks_with_traces, tries_dir
+
+    slowest = {0: 0.30, 1: 0.20, 2: 0.25, 3: 0.01}  # step 3: rank 1 never finished it
+    for k, t in slowest.items():
+        d = tries_dir(tmp_path) / str(k)
+        d.mkdir(parents=True)
+        for r in range(2) if k != 3 else range(1):
+            (d / f"meta.{r}.json").write_text(json.dumps({"world_size": 2, "step_s": t - 0.01 * r, "step": 5 + k}))
+            (d / f"host.{r}.json").write_text("{}")
+            (d / f"kineto.{r}.json").write_text("{}")
+    choose_profiled_step(tmp_path)
+    assert ranks_with_traces(tmp_path) == [0, 1] and not tries_dir(tmp_path).exists()
+    assert json.loads((tmp_path / "meta.0.json").read_text())["step"] == 7
+    assert json.loads((tmp_path / "profiled.json").read_text()) == {"profiled_steps_s": [0.30, 0.20, 0.25, None],
+                                                                     "kept": 2}
+    choose_profiled_step(tmp_path)  # once moved, nothing more to do
+    assert json.loads((tmp_path / "meta.0.json").read_text())["step"] == 7
 
 
 def test_an_annotation_nested_under_an_async_gloo_span_finds_its_c10d_op() -> None:

@@ -11,12 +11,15 @@
     DIR/chakra/step.<r>.et  the same step converted by mlc-chakra's own PyTorchConverter (when installed);
                           host ops only, gloo collectives as the ops that ran them, no COMM nodes
     DIR/capture.json      summary: measured step per rank, nodes, bytes per group
+    DIR/profiled/<k>/     host, Kineto and meta files of the k-th of several profiled steps (input); the
+                          median one is moved up into DIR (choose_profiled_step) and the folder removed
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -34,13 +37,47 @@ SUMMARY_FORMAT = "distscope-capture/1"
 CONVERTED = "chakra"
 # Files a capture writes; cleared before a new capture into the same folder (stale ranks never mix).
 OWN_PATTERNS = ("host.*.json", "kineto.*.json", "meta.*.json", "steps.*.json", "linked.*.json", f"{PREFIX}.*.et", SUMMARY,
-                "calls.json", "calls/*.json", f"{CONVERTED}/{PREFIX}.*.et")
+                "calls.json", "calls/*.json", f"{CONVERTED}/{PREFIX}.*.et", "profiled.json")
+
+
+def tries_dir(out_dir: Path) -> Path:
+    """Where a capture of several profiled steps writes each one's files: tries_dir/<k>/."""
+    return out_dir / "profiled"
 
 
 def clear(out_dir: Path) -> None:
     for pattern in OWN_PATTERNS:
         for p in out_dir.glob(pattern):
             p.unlink()
+    shutil.rmtree(tries_dir(out_dir), ignore_errors=True)
+
+
+def choose_profiled_step(out_dir: Path) -> None:
+    """Of several profiled steps (tries_dir), keep the median one: its files move up into `out_dir`.
+    Each is a sample of the same step, and the replay is of one of them: a host disturbance during one
+    step (on a 2-core host with 4 ranks, two ranks' profiled step ran 310-318 ms against 225-243 ms
+    in the step of a repeated capture) would be replayed in full. A step's time is its slowest rank's
+    profiled time; with an even count the faster of the two middle ones is kept. Steps that some rank
+    did not finish are left out (if every step misses a rank, the one most ranks finished is kept, for
+    the error that follows). Their times and the kept step go to DIR/profiled.json; nothing to do when
+    the capture profiled one step."""
+    root = tries_dir(out_dir)
+    tries = sorted((p for p in root.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)) if root.is_dir() else []
+    if not tries:
+        return
+    times: dict[Path, float] = {}
+    for t in tries:
+        ranks = ranks_with_traces(t)
+        metas = [read_meta(t, r) for r in ranks]
+        if metas and len(ranks) == int(metas[0]["world_size"]):
+            times[t] = max(float(m["step_s"]) for m in metas)
+    order = sorted(times, key=lambda t: times[t])
+    kept = order[(len(order) - 1) // 2] if order else max(tries, key=lambda t: len(ranks_with_traces(t)))
+    for f in kept.iterdir():
+        f.replace(out_dir / f.name)
+    info = {"profiled_steps_s": [times.get(t) for t in tries], "kept": tries.index(kept)}
+    write_text(out_dir / "profiled.json", json.dumps(info) + "\n", "profiled steps")
+    shutil.rmtree(root)
 
 
 def ranks_with_traces(out_dir: Path) -> list[int]:
@@ -166,6 +203,9 @@ class CaptureSummary:
     # slowest rank's interval) of each timed step; empty for a capture made before they were recorded
     unprofiled_steps_s: tuple[float, ...] = ()
     unprofiled_by_rank: dict[int, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # of several profiled steps (choose_profiled_step): each one's slowest rank's time (None: a rank did
+    # not finish it), in order; the replayed one is `step`
+    profiled_steps_s: tuple[float | None, ...] = ()
 
     @property
     def step_s(self) -> float:
@@ -203,8 +243,8 @@ def unprofiled_steps(out_dir: Path, world: int) -> tuple[tuple[float, ...], dict
         times, warmup, profiled = data.get("step_s"), data.get("warmup", 0), data.get("profiled")
         if not isinstance(times, list) or not isinstance(warmup, int):
             raise DistscopeError(f"step timings {str(p)!r}: field step_s must be a list and warmup an integer")
-        per_rank[r] = {k: float(t) for k, t in enumerate(times)
-                       if k >= max(warmup, 1) and k != profiled}
+        skip = set(profiled) if isinstance(profiled, list) else {profiled}  # one int: an older capture
+        per_rank[r] = {k: float(t) for k, t in enumerate(times) if k >= max(warmup, 1) and k not in skip}
     common = sorted(set.intersection(*(set(v) for v in per_rank.values()))) if per_rank else []
     steps = tuple(max(per_rank[r][k] for r in per_rank) for k in common)
     stats = {r: {"median_s": statistics.median(v.values()), "min_s": min(v.values()), "max_s": max(v.values()),
@@ -221,7 +261,9 @@ def read_meta(out_dir: Path, rank: int) -> dict[str, Any]:
 
 
 def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) -> CaptureSummary:
-    """Every rank of a capture folder; checks that ranks 0..world-1 are all there."""
+    """Every rank of a capture folder (its median profiled step, choose_profiled_step); checks that
+    ranks 0..world-1 are all there."""
+    choose_profiled_step(out_dir)
     ranks = ranks_with_traces(out_dir)
     if not ranks:
         raise DistscopeError(f"capture folder {str(out_dir)!r}: no rank wrote host/kineto/meta traces")
@@ -266,9 +308,15 @@ def postprocess(out_dir: Path, *, convert: bool = True, progress: Any = None) ->
         converted=converted,
         unprofiled_steps_s=steps,
         unprofiled_by_rank=step_stats,
+        profiled_steps_s=_profiled_steps(out_dir),
     )
     write_text(out_dir / SUMMARY, json.dumps(summary.to_json(), indent=1) + "\n", "capture summary")
     return summary
+
+
+def _profiled_steps(out_dir: Path) -> tuple[float | None, ...]:
+    p = out_dir / "profiled.json"
+    return tuple(read_json(p, "profiled steps").get("profiled_steps_s", ())) if p.is_file() else ()
 
 
 def merge_calls(out_dir: Path) -> int:

@@ -21,12 +21,13 @@ SHIM_DIR = Path(__file__).parents[1] / "measure" / "_shim"  # one shim serves me
 SRC_DIR = Path(distscope.__file__).resolve().parent.parent
 
 
-def capture_env(out_dir: Path, step: int, dims: str = "", warmup: int = 0) -> dict[str, str]:
+def capture_env(out_dir: Path, step: int, dims: str = "", warmup: int = 0, profiled: int = 1) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SHIM_DIR), str(SRC_DIR), *filter(None, [env.get("PYTHONPATH", "")])])
     env["DISTSCOPE_CAPTURE_DIR"] = str(out_dir.resolve())
     env["DISTSCOPE_CAPTURE_STEP"] = str(step)
     env["DISTSCOPE_CAPTURE_WARMUP"] = str(warmup)
+    env["DISTSCOPE_CAPTURE_PROFILED"] = str(profiled)
     env["DISTSCOPE_COMMLOG_DIMS"] = dims
     return env
 

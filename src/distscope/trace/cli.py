@@ -156,6 +156,10 @@ def capture_cmd(
     timed_steps: Annotated[
         int, typer.Option(help="Steps timed without the profiler before the captured one (steps after it are timed too).")
     ] = 3,
+    profiled_steps: Annotated[
+        int, typer.Option(help="Profile this many consecutive steps from --step and replay the median one (by its "
+                          "slowest rank's profiled time): a host disturbance during one step is not replayed.")
+    ] = 3,
     dims: Annotated[
         str, typer.Option(help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' (DeviceMesh dim names are used automatically).")
     ] = "",
@@ -175,7 +179,7 @@ def capture_cmd(
     from rich.console import Console
 
     from distscope.errors import DistscopeError
-    from distscope.trace.capture_files import clear, postprocess, ranks_with_traces
+    from distscope.trace.capture_files import choose_profiled_step, clear, postprocess, ranks_with_traces
     from distscope.trace.capture_launch import capture_env, run_job
     from distscope.trace.chakra_io import chakra
     from distscope.userfile import out_path
@@ -187,13 +191,16 @@ def capture_cmd(
     step = warmup + timed_steps if step is None else step
     if step < 0:
         raise DistscopeError(f"--step={step} must be >= 0")
+    if profiled_steps < 1:
+        raise DistscopeError(f"--profiled-steps={profiled_steps} must be >= 1")
     if not ctx.args:
         raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
     out = out_path(out_arg, "--out")
     chakra()  # the capture is written as Chakra ET: say so before the job runs, not after
     out.mkdir(parents=True, exist_ok=True)
     clear(out)
-    rc = run_job(ctx.args, capture_env(out, step, dims, warmup), timeout_s)
+    rc = run_job(ctx.args, capture_env(out, step, dims, warmup, profiled_steps), timeout_s)
+    choose_profiled_step(out)
     if rc != 0:
         code = 128 + -rc if rc < 0 else rc
         why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
@@ -207,7 +214,8 @@ def capture_cmd(
     console = Console(stderr=True)
     if not ranks_with_traces(out):
         raise DistscopeError(f"the job ended before step {step} (--step, default --warmup + --timed-steps = "
-                             f"{warmup} + {timed_steps}): it needs at least {step + 1} optimizer.step() calls; run "
+                             f"{warmup} + {timed_steps}): it needs at least {step + 1} optimizer.step() calls "
+                             f"({step + profiled_steps} for all {profiled_steps} --profiled-steps); run "
                              "more steps or lower --warmup/--timed-steps")
     with console.status("linking and converting traces", spinner="dots"):
         summary = postprocess(out, convert=convert)
@@ -219,6 +227,10 @@ def capture_cmd(
     typer.echo(f"profiled step: {summary.step_s * 1e3:.2f} ms (first rank's start to last rank's end; per rank "
                + ", ".join(f"r{r} {s * 1e3:.1f}" + (f" from +{off[r] * 1e3:.1f}" if off.get(r) else "")
                            for r, s in sorted(summary.step_s_by_rank.items())) + ")")
+    if len(summary.profiled_steps_s) > 1:
+        typer.echo("profiled steps (slowest rank): " + ", ".join("-" if t is None else f"{t * 1e3:.1f} ms"
+                                                                 for t in summary.profiled_steps_s)
+                   + f"; replayed the median one, step {summary.step}")
     unprof = summary.unprofiled_step_s
     if unprof is None:
         typer.echo("no step was timed without the profiler (the job ended right after the captured step)")

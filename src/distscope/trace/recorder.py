@@ -4,8 +4,10 @@
         loss = model(x).sum(); loss.backward(); opt.step()
 
 `distscope trace capture --out DIR --step N -- torchrun ... train.py` does the same in every worker of an
-unmodified script (trace/_shim/sitecustomize.py calls `install()`): the captured step is the one that
-starts when the N-th `optimizer.step()` returns and ends when the next one returns.
+unmodified script (trace/_shim/sitecustomize.py calls `install()`): a profiled step is the one that
+starts when the N-th `optimizer.step()` returns and ends when the next one returns; with
+--profiled-steps K, steps N .. N+K-1 are each recorded into DIR/profiled/<k>/ and postprocessing keeps
+the median one (trace/capture_files.choose_profiled_step).
 
 Per rank it writes into the output folder: `host.<rank>.json` (torch.profiler.ExecutionTraceObserver),
 `kineto.<rank>.json` (torch.profiler, CPU and, when present, CUDA activities), `meta.<rank>.json` (the
@@ -90,7 +92,9 @@ class _Recorder:
         self.done = False
         self.cost: dict[str, Any] = {}
 
-    def start(self) -> None:
+    def start(self, cost: dict[str, Any] | None = None) -> None:
+        """Start recording; `cost`: the profiler's per-op cost calibrated for an earlier step of this
+        capture (else it is calibrated now)."""
         from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
 
         from distscope.trace.profiler_cost import calibrate
@@ -98,7 +102,8 @@ class _Recorder:
         rank = _rank()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if _uses_cuda() else [])
-        self.cost = calibrate(acts)  # what the profiler adds per op, on this host now (trace/profiler_cost.py)
+        # what the profiler adds per op, on this host now (trace/profiler_cost.py)
+        self.cost = cost or calibrate(acts)
         et = self._et = ExecutionTraceObserver().register_callback(str(self.out_dir / f"host.{rank}.json"))
         self._prof = profile(activities=acts, record_shapes=True, execution_trace_observer=et)
         self._prof.start()
@@ -137,22 +142,40 @@ class _Recorder:
         (self.out_dir / f"meta.{rank}.json").write_text(json.dumps(meta) + "\n")
         self.done = True
 
+    @property
+    def started(self) -> bool:
+        return self._prof is not None
+
+    def abandon(self) -> None:
+        """Stop a recording the job never finished (it exited inside a profiled step): no meta file, so
+        the step is left out; a profiler left running at interpreter exit crashes the process."""
+        if self._prof is None or self.done:
+            return
+        self._mark.__exit__(None, None, None)
+        self._prof.stop()
+        self._et.unregister_callback()
+        self.done = True
+
 
 class CaptureLogger(CommLogger):
-    """A CommLogger (annotated) that records step `step` (counted in optimizer.step() calls) with the
-    profiler and times every other step without it: the interval between consecutive optimizer.step()
-    returns, per rank. The first `warmup` intervals (start-up, first iterations) are left out; the
-    profiler's start-up and export are outside every interval. At exit the timings go to
+    """A CommLogger (annotated) that records `profiled` consecutive steps from step `step` (counted in
+    optimizer.step() calls) with the profiler, each into its own folder (`tries_dir`; the folder itself
+    when only one is), and times every other step without it: the interval between consecutive
+    optimizer.step() returns, per rank. The first `warmup` intervals (start-up, first iterations) are
+    left out; the profiler's start-up and export are outside every interval. At exit the timings go to
     `steps.<rank>.json` (the unprofiled ground truth the replay is compared with)."""
 
-    def __init__(self, out_dir: Path, *, step: int, warmup: int = 0, dims: dict[str, list[list[int]]] | None = None,
-                 watchdog_timeout_s: float | None = None) -> None:
+    def __init__(self, out_dir: Path, *, step: int, warmup: int = 0, profiled: int = 1,
+                 dims: dict[str, list[list[int]]] | None = None, watchdog_timeout_s: float | None = None) -> None:
+        from distscope.trace.capture_files import tries_dir
+
         super().__init__(dims=dims, annotate=True, watchdog_timeout_s=watchdog_timeout_s,
                          dump_path=out_dir / "calls" / f"rank{os.environ.get('RANK', '0')}.{os.getpid()}.json")
         self.out_dir = out_dir
         self.capture_step = step
         self.warmup = warmup
-        self.recorder = _Recorder(out_dir)
+        self.tries = [_Recorder(out_dir)] if profiled == 1 else [_Recorder(tries_dir(out_dir) / str(i))
+                                                                 for i in range(profiled)]
         self.step_times_s: list[float] = []  # interval k ends at the (k+1)-th optimizer.step() return
         self._last = time.perf_counter()
         self.rank = _rank()
@@ -160,11 +183,13 @@ class CaptureLogger(CommLogger):
     def __enter__(self) -> CaptureLogger:
         super().__enter__()
         if self.capture_step == 0:
-            self.recorder.start()
+            self.tries[0].start()
             self._last = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for t in self.tries:
+            t.abandon()
         super().__exit__(*exc)
         self.write_steps()
 
@@ -177,10 +202,11 @@ class CaptureLogger(CommLogger):
             torch.cuda.synchronize()
         self.step_times_s.append(time.perf_counter() - self._last)
         self.rank = _rank()  # remembered: at exit the job may have destroyed its process group
-        if self._step == self.capture_step + 1:
-            self.recorder.stop(self.capture_step)
-        if self._step == self.capture_step and not self.recorder.done:
-            self.recorder.start()
+        ended, begins = self._step - self.capture_step - 1, self._step - self.capture_step
+        if 0 <= ended < len(self.tries):
+            self.tries[ended].stop(self.capture_step + ended)
+        if 0 <= begins < len(self.tries) and not self.tries[begins].done:
+            self.tries[begins].start(self.tries[0].cost or None)  # calibrated once, before the first
         self._last = time.perf_counter()
 
     def write_steps(self) -> None:
@@ -189,7 +215,7 @@ class CaptureLogger(CommLogger):
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
         data = {"rank": self.rank, "step_s": self.step_times_s, "warmup": self.warmup,
-                "profiled": self.capture_step if self.recorder.done else None}
+                "profiled": [self.capture_step + i for i, t in enumerate(self.tries) if t.started]}
         (self.out_dir / f"steps.{self.rank}.json").write_text(json.dumps(data) + "\n")
 
 
@@ -202,6 +228,7 @@ def install() -> None:
         out_dir,
         step=int(os.environ.get("DISTSCOPE_CAPTURE_STEP", "1")),
         warmup=int(os.environ.get("DISTSCOPE_CAPTURE_WARMUP", "0")),
+        profiled=int(os.environ.get("DISTSCOPE_CAPTURE_PROFILED", "1")),
         dims=parse_dim_map(os.environ.get("DISTSCOPE_COMMLOG_DIMS", "")),
     )
     logger.__enter__()
