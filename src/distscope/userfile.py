@@ -155,15 +155,13 @@ def write_text(path: str | Path, text: str, what: str) -> None:
     import secrets
 
     p = Path(path)
+    if not p.name or p.is_dir():  # no name: '.' or '' (a typer Path turns '' into '.')
+        raise DistscopeError(f"{what} {str(p)!r} is a directory; give a file name")
     tmp = p.with_name(f".{p.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_dir():
-            raise IsADirectoryError
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, p)
-    except IsADirectoryError:
-        raise DistscopeError(f"{what} {str(p)!r} is a directory; give a file name") from None
     except OSError as exc:
         raise DistscopeError(f"cannot write {what} {str(p)!r} ({exc.strerror or exc})") from None
     finally:

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from distscope.cli import main
 from distscope.errors import DistscopeError
 from distscope.serve.requests import read_trace
-from distscope.userfile import header_names, parse_csv
+from distscope.userfile import header_names, parse_csv, write_text
 from distscope.validate.rows import REQUIRED, parse_row, read_rows
 from distscope.workload.hf import load_hf_config
 from distscope.workload.spec import ModelSpec
@@ -168,6 +168,17 @@ _HEADER, *_LINES = RUNS_TEXT.splitlines()
 def _ugly_header(header: str) -> str:
     """A byte-order mark and spaces around every name, as a spreadsheet export may write them."""
     return "\ufeff" + ",".join(f"  {n} " for n in header.split(","))
+
+
+@pytest.mark.parametrize("name", ["", ".", "dir"])
+def test_writing_to_a_directory_is_one_line(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typer Path option turns `--out ''` into '.': that was a ValueError ("has an empty name") from deep
+    inside the writer, an internal error, after the command's work was done."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(DistscopeError, match=r"^profile '.*' is a directory; give a file name$"):
+        write_text(Path(name), "{}", "profile")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
 
 
 def test_header_names() -> None:
