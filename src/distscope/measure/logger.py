@@ -152,10 +152,10 @@ class _Completion:
     thread drops the future's earlier callbacks (this one). A 2-rank gloo job whose callbacks are dropped
     once finalization has begun aborts; with every drop 0.3 s late it exits cleanly through the wait below
     (tests/measure/test_logger_exit.py). Under CPU load the thread can wait that long for a core (rank 2
-    of a 4-rank fp16-hook capture on a loaded 2-core host aborted so in CI, 2026-11-27). `drain` waits in the logger's exit, which runs before
-    finalization (a context manager, or the capture's atexit hook), until every callback that has run has
-    been dropped. (One that never runs, on a collective that never completes, is dropped with its future
-    by whoever drops that; the exit does not wait for it.)"""
+    of a 4-rank fp16-hook capture on a loaded 2-core host aborted so in CI, 2026-11-27). `drain` waits in
+    the logger's exit, which runs before finalization (a context manager, or the capture's atexit hook),
+    until every callback that has run has been dropped. (One that never runs, on a collective that never
+    completes, is dropped with its future by whoever drops that; the exit does not wait for it.)"""
 
     def __init__(self, logger: CommLogger, rec: _Open) -> None:
         self._logger, self._rec, self._ran = logger, rec, False
