@@ -511,20 +511,22 @@ for (system, name, n, prec, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, ga, tps, no
 # Its strong-scaling table (1-16 nodes of 8 B200, local batch 8) and the weak-scaling row with local batch 10.
 # The run's settings are the README's config, torchtitan/models/qwen3/train_configs/qwen3_30b_a3b_with_deepep.toml:
 # seq 4096, FSDP over every GPU (data_parallel_shard_degree -1) with EP 8 inside it, full activation
-# checkpointing, torch.compile of model and loss, DeepEP dispatcher, forced load balance, BF16.
+# checkpointing, torch.compile of model and loss, DeepEP dispatcher, forced load balance, BF16. Its dependency
+# list (the README's "reproduced with") names PyTorch 2.9.0+cu128, whose SDPA prefers cuDNN on B200: preset
+# torchtitan-torch2.9.
 E10 = "E10 torchtitan DeepEP README (Qwen3-30B-A3B on B200)"
 for nodes, lbs, tps in ((1, 8, 14796), (2, 8, 14380), (4, 8, 14276), (8, 8, 14107), (16, 8, 13856), (16, 10, 14123)):
     n = 8 * nodes
     row = dict(run_id=f"E10-B200-Qwen3-30B-{n}GPU-LBS{lbs}-bf16", source=E10, **QWEN3_30B, seq_len=4096,
                global_batch=lbs * n, micro_batch=lbs, tp=1, pp=1, vp=1, dp=n, cp=1, ep=8, sequence_parallel=0,
                zero_stage=3, distributed_optimizer=0, overlap="dp", recompute="full", precision="bf16", num_gpus=n,
-               **B200_NODE, framework="torchtitan (FSDP2 + EP, DeepEP, torch.compile)", software="torchtitan-2025",
+               **B200_NODE, framework="torchtitan (FSDP2 + EP, DeepEP, torch.compile)", software="torchtitan-torch2.9",
                reshard_after_forward=1, moe_dispatcher="deepep", moe_balance="forced")
     row["measured_step_time_s"] = tokens_step(row, float(tps))
     row["step_time_basis"] = "tokens/s: global_batch x seq_len / (TPS/GPU x num_gpus)"
     row["reported"] = f"{tps} tokens/s/GPU"
     row["notes"] = (f"{nodes} node(s) of 8 B200, local batch {lbs}, seq 4096, FSDP {n} with EP 8, full AC, compile, "
-                    "DeepEP, debug.moe_force_load_balance (qwen3_30b_a3b_with_deepep.toml); "
+                    "DeepEP, debug.moe_force_load_balance (qwen3_30b_a3b_with_deepep.toml); PyTorch 2.9.0+cu128; "
                     + ("strong-scaling table" if lbs == 8 else "weak-scaling table (LBS 10)"))
     add(**row)
 

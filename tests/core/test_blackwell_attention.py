@@ -40,3 +40,51 @@ def test_blackwell_is_faster_than_hopper_at_every_point() -> None:
         for hd in (64, 128):
             for pss in ("fwd", "bwd"):
                 assert _tflops("b200-sxm-180gb", causal, hd, 8192, pss) > _tflops("h100-sxm5-80gb", causal, hd, 8192, pss)
+
+
+def _fa2(device: str, causal: bool, head_dim: int, seq: int, pss: str = "fwd") -> float:
+    peak = get_device(device).flops(DType.BF16) / 1e12
+    return peak * kernel_data.attention_efficiency(device, DType.BF16, "fa2", causal, head_dim, seq, pss)
+
+
+@pytest.mark.parametrize(("kernel", "causal", "head_dim", "seq", "pss", "tflops"), [
+    ("fa2", False, 64, 2048, "fwd", 380.99), ("fa2", False, 64, 8192, "bwd", 329.09), ("fa2", False, 128, 8192, "fwd", 361.591),
+    ("fa2", True, 128, 8192, "fwd", 373.392), ("fa2", True, 128, 32768, "bwd", 330.801),
+    ("cudnn", True, 128, 8192, "fwd", 1171.278), ("cudnn", True, 128, 4096, "bwd", 701.265)])
+def test_b200_attention_is_its_measured_rows(kernel: str, causal: bool, head_dim: int, seq: int, pss: str,
+                                             tflops: float) -> None:
+    """FlashAttention-2 has no tcgen05 path on SM100: on a B200 it runs near its Hopper speed (flash-attention
+    issue #1589, tritonbench PR #171, cudnn-frontend's SDPA benchmark), not at the H100 share of B200's peak;
+    cuDNN 9.10 through PyTorch's SDPA on the same causal GQA layers (cudnn-frontend's benchmark)."""
+    peak = get_device("b200-sxm-180gb").flops(DType.BF16) / 1e12
+    got = peak * kernel_data.attention_efficiency("b200-sxm-180gb", DType.BF16, kernel, causal, head_dim, seq, pss)
+    assert got == pytest.approx(tflops, rel=1e-6)
+
+
+def test_flashattention_2_on_blackwell_is_far_below_cudnn_everywhere() -> None:
+    """The rows not measured (causal, other head dims, GB200) are the H100 FA2 curves scaled through the B200
+    rows: within 0.8-1.5x of FA2 on an H100, and under half of cuDNN on the same die."""
+    for dev in ("b200-sxm-180gb", "gb200"):
+        for causal in (False, True):
+            for hd in (64, 128, 192):
+                for pss in ("fwd", "bwd"):
+                    fa2 = _fa2(dev, causal, hd, 8192, pss)
+                    assert 0.8 <= fa2 / _fa2("h100-sxm5-80gb", causal, hd, 8192, pss) <= 1.5
+                    cudnn = get_device(dev).flops(DType.BF16) / 1e12 * kernel_data.attention_efficiency(
+                        dev, DType.BF16, "cudnn", causal, hd, 8192, pss)
+                    assert fa2 < 0.5 * cudnn
+
+
+def test_torchtitan_runs_cudnn_attention_on_blackwell() -> None:
+    """torchtitan puts cuDNN first in SDPA on compute capability 10.x from May 2025 (PR #1196) and on every GPU
+    from October 2025 (PR #1776, with PyTorch 2.9's own cuDNN preference): the presets say which kernel runs
+    where, and rows, flags and the planner all take it from there."""
+    from distscope.plan import AttentionImpl
+    from distscope.software.presets import get_software
+
+    mid = get_software("torchtitan-2025")
+    assert mid.attention_on("b200-sxm-180gb") is AttentionImpl.CUDNN
+    assert mid.attention_on("gb300") is AttentionImpl.CUDNN
+    assert mid.attention_on("h100-sxm5-80gb") is AttentionImpl.FLASH
+    assert get_software("torchtitan-torch2.9").attention_on("h100-sxm5-80gb") is AttentionImpl.CUDNN
+    assert get_software("torchtitan-2024").attention_on("b200-sxm-180gb") is AttentionImpl.FLASH

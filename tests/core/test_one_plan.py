@@ -87,6 +87,12 @@ def test_software_preset_sets_the_plan_defaults() -> None:
     assert (none.zero_stage, none.distributed_optimizer, none.sp, none.recompute) == (0, True, True, Recompute.NONE)
     # a flag the user gives always wins over the preset
     assert build_scenario(w, s, PlanFlags(tp=2, zero=1, software="torchtitan-2025")).plan.zero_stage == 1
+    # the preset's attention kernel is the one it runs on the cluster's GPU (cuDNN on Blackwell)
+    assert titan.attention.value == "flash"
+    b200 = SystemFlags(cluster="dgx-b200", gpus=16)
+    assert build_scenario(w, b200, PlanFlags(tp=2, software="torchtitan-2025")).plan.attention.value == "cudnn"
+    assert build_scenario(w, b200, PlanFlags(tp=2, software="torchtitan-2025",
+                                             attention="flash")).plan.attention.value == "flash"
 
 
 def test_plan_reproduce_command_and_explore_point_agree(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_software_preset_prices_every_candidate() -> None:
     from distscope.software.presets import get_software
 
     sw = get_software("torchtitan-2025")
-    space = SearchSpace(max_micro_batch=2, max_vp=2).with_software(sw)
+    space = SearchSpace(max_micro_batch=2, max_vp=2).with_software(sw, CLUSTER.device.name)
     res = search(SPEC, SHAPE, CLUSTER, space, top_k=3)
     plain = search(SPEC, SHAPE, CLUSTER, dataclasses.replace(space, software=None), top_k=3)
     assert res.best is not None and plain.best is not None

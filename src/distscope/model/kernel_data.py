@@ -14,12 +14,13 @@ generation), named in a warning. NVFP4 has no per-tensor twin: the fp4 rows of g
 Fused attention: achieved fraction of the dtype's dense peak per (kernel, causal, head dim,
 sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at the measured range
 (attention.csv). A family with rows of its own uses them within the head dims they cover; a family
-with only a few anchor rows (A100: FlashAttention-2's 73% figure of merit; Blackwell: cuDNN at head dim
-64) takes the H100 curve of the same kernel scaled to pass through its anchors, at every head dim and
-pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
+with only a few anchor rows (A100: FlashAttention-2's 73% figure of merit; Blackwell: cuDNN at head dims
+64 and 128, and FlashAttention-2, which has no tcgen05 path on SM100 and runs near its Hopper speed, at
+head dims 64 and 128) takes the H100 curve of the same kernel scaled to pass through its anchors of the
+same (causal, pass), else its non-causal forwards, at every head dim and pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
 devices' GEMM ceilings (the kernel reaches the same share of what the device's matmul reaches).
-B200 and GB200 carry the same GPU die, so they share attention rows (ATTENTION_DIE), each against its
-own peak.
+B200 and GB200 carry the same GPU die, so they share attention rows (ATTENTION_DIE), each row as a
+share of the peak of the device it was measured on, applied to each device's own peak.
 A (causal, pass) without rows is derived: causal backward = non-causal backward x (causal forward /
 non-causal forward) at the same head dim and sequence.
 """
@@ -44,6 +45,8 @@ SAME_DIE = ATTENTION_DIE | {v: k for k, v in ATTENTION_DIE.items()}
 # block-scaled over per-tensor GEMM rates: one Blackwell tensor-core generation (sm_100 / sm_103 run the
 # same block-scaled MMA); the only same-shape comparison published is Transformer Engine's on a B300
 SCALING_ARCH = {"b200": "b300", "gb200": "b300", "gb300": "b300"}
+# data-centre Blackwell: compute capability 10.x (B200 / GB200 sm_100, B300 / GB300 sm_103)
+SM100_FAMILIES = frozenset({"b200", "b300", "gb200", "gb300"})
 FAMILY_ALIAS = {"h800": "h100", "h200": "h100"}  # same SMs and clocks (H200/H800 differ in memory/links only)
 # no published measurement: the nearest measured part, named in a warning (missing_tables)
 FALLBACK_FAMILY = {"gb300": "b300", "mi355x": "mi300x", "mi325x": "mi300x"}
@@ -56,6 +59,11 @@ def family(device_name: str) -> str:
         if device_name.startswith(fam):
             return fam
     return device_name
+
+
+def is_sm100(device_name: str) -> bool:
+    """A data-centre Blackwell GPU (compute capability 10.x: SM100_FAMILIES)."""
+    return family(device_name) in SM100_FAMILIES
 
 
 def _own_families(device_name: str) -> tuple[str, str]:
@@ -162,7 +170,8 @@ def _attention() -> dict[tuple[str, DType, str, bool, str], Curve]:
     for r in _rows("attention.csv"):
         dt = DType(r["dtype"])
         frac = float(r["tflops"]) * 1e12 / get_device(r["device"]).flops(dt)
-        key = (family(r["device"]), dt, r["kernel"], r["causal"] == "1", r["pass"])
+        fam = family(r["device"])  # filed under the die's family (ATTENTION_DIE), as a share of its own peak
+        key = (ATTENTION_DIE.get(fam, fam), dt, r["kernel"], r["causal"] == "1", r["pass"])
         pts.setdefault(key, {}).setdefault(int(r["head_dim"]), []).append((float(r["seq"]), frac))
     return {k: {hd: tuple(zip(*sorted(v), strict=True)) for hd, v in c.items()} for k, c in pts.items()}  # type: ignore[misc]
 
@@ -203,11 +212,35 @@ def _measured(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim
     return None
 
 
+def _head_dims(fam: str, dt: DType, kernel: str, causal: bool, pss: str) -> list[int]:
+    """Head dims the family's own rows of this (kernel, causal, pass) measure; a causal backward without
+    rows is derived (_measured) where the non-causal backward and both forwards are measured."""
+    tab = _attention()
+    if (fam, dt, kernel, causal, pss) in tab:
+        return list(tab[(fam, dt, kernel, causal, pss)])
+    if causal and pss == "bwd":
+        spans = [set(tab.get((fam, dt, kernel, c, p), {})) for c, p in ((False, "bwd"), (True, "fwd"), (False, "fwd"))]
+        return sorted(spans[0] & spans[1] & spans[2])
+    return []
+
+
 @functools.cache
-def _covers(fam: str, dt: DType, kernel: str, head_dim: float) -> bool:
-    """The family's own rows of this kernel span `head_dim` (else the reference curve is scaled to them)."""
-    hds = [hd for (f, d, k, _, _), c in _attention().items() if (f, d, k) == (fam, dt, kernel) for hd in c]
+def _covers(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim: float) -> bool:
+    """The family's own rows of this (kernel, causal, pass) span `head_dim` (else the reference curve is scaled
+    through them)."""
+    hds = _head_dims(fam, dt, kernel, causal, pss)
     return bool(hds) and min(hds) <= head_dim <= max(hds)
+
+
+def _anchors(fam: str, dt: DType, kernel: str, causal: bool, pss: str) -> list[tuple[int, float, float, bool, str]]:
+    """(head dim, sequence, efficiency, causal, pass) of the family's rows the reference curve is scaled
+    through: those of the same (causal, pass) where the family has any, else its non-causal forwards."""
+    tab = _attention()
+    for c, p in ((causal, pss), (False, "fwd")):
+        cur = tab.get((fam, dt, kernel, c, p))
+        if cur:
+            return [(hd, s, e, c, p) for hd, (ss, es) in cur.items() for s, e in zip(ss, es, strict=True)]
+    return []
 
 
 def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bool, head_dim: float, seq: float,
@@ -221,14 +254,14 @@ def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bo
         assert ref is not None
     if fam == REFERENCE_FAMILY:
         return ref
-    own = _measured(fam, dtype, kernel, causal, pss, head_dim, seq) if _covers(fam, dtype, kernel, head_dim) else None
-    if own is not None:
-        return own
+    if _covers(fam, dtype, kernel, causal, pss, head_dim):
+        own = _measured(fam, dtype, kernel, causal, pss, head_dim, seq)
+        if own is not None:
+            return own
     for k in (kernel, "fa2"):  # a kernel the family has no data for (FA3 is Hopper-only): its FlashAttention-2
-        anchors = [(hd, s, e) for (f, d, kk, c, p), cur in _attention().items() if (f, d, kk) == (fam, dtype, k)
-                   for hd, (ss, es) in cur.items() for s, e in zip(ss, es, strict=True) if (c, p) == (False, "fwd")]
+        anchors = _anchors(fam, dtype, k, causal, pss)
         if anchors:  # scale the reference curve of that kernel through the family's own measurements
             base = _measured(REFERENCE_FAMILY, dtype, k, causal, pss, head_dim, seq) or ref
-            scale = sum(e / (_measured(REFERENCE_FAMILY, dtype, k, False, "fwd", hd, s) or e) for hd, s, e in anchors)
+            scale = sum(e / (_measured(REFERENCE_FAMILY, dtype, k, c, p, hd, s) or e) for hd, s, e, c, p in anchors)
             return base * scale / len(anchors)
     return ref * gemm_ceiling(device_name, dtype) / gemm_ceiling(REFERENCE_FAMILY, dtype)

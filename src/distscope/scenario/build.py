@@ -184,7 +184,7 @@ def fastest_micro_batch(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape,
     error: DistscopeError | None = None
     for mb in auto_micro_batches(shape.global_batch, dp):
         try:
-            plan = build_plan(dataclasses.replace(flags, micro_batch=mb), spec, shape, cluster.num_gpus)
+            plan = build_plan(dataclasses.replace(flags, micro_batch=mb), spec, shape, cluster)
         except DistscopeError as exc:
             error = error or exc
             continue
@@ -200,10 +200,10 @@ def fastest_micro_batch(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape,
     return chosen[1]
 
 
-def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, num_gpus: int) -> Plan:
-    """The Plan the flags describe, checked against the model, the training shape and the GPU count.
-    Every choice left out (None) takes the software stack's default (module doc); a micro-batch left
-    out is 1 here (build_scenario, which knows the cluster, chooses it: fastest_micro_batch)."""
+def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Plan:
+    """The Plan the flags describe, checked against the model, the training shape and the cluster's GPU
+    count. Every choice left out (None) takes the software stack's default on the cluster's GPU (module
+    doc); a micro-batch left out is 1 here (plan_on chooses it: fastest_micro_batch)."""
     sw = software_of(flags) or DEFAULT_SOFTWARE
     d = sw.plan
     tp, pp, vp, cp = flags.tp, flags.pp, flags.vp, flags.cp
@@ -223,14 +223,14 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, num_gpus
     if reshard is None:  # torchtitan keeps FSDP parameters gathered across micro-batches under PP
         reshard = not (fw is Framework.TORCHTITAN and zero == 3 and pp > 1)
     plan = Plan(
-        dp=flags.dp if flags.dp is not None else derive_dp(num_gpus, tp, pp, cp), tp=tp, pp=pp, vp=vp, cp=cp,
+        dp=flags.dp if flags.dp is not None else derive_dp(cluster.num_gpus, tp, pp, cp), tp=tp, pp=pp, vp=vp, cp=cp,
         ep=flags.ep, sequence_parallel=tp > 1 and (d.sequence_parallel if flags.sequence_parallel is None
                                                   else flags.sequence_parallel),
         zero_stage=zero, distributed_optimizer=dist_opt, micro_batch=flags.micro_batch or 1,
         recompute=rec, recompute_layers=flags.recompute_layers, schedule=sched,  # type: ignore[arg-type]
         precision=Precision.parse(flags.precision, "--precision"),
         overlap=sw.overlap if flags.overlap is None else parse_overlap(flags.overlap),
-        attention=(sw.attention if flags.attention is None
+        attention=(sw.attention_on(cluster.device.name) if flags.attention is None
                    else parse_enum(AttentionImpl, flags.attention, "--attention")),  # type: ignore[arg-type]
         stage_layers=split_for(spec, pp, vp, flags),
         etp=flags.etp, capacity_factor=flags.capacity_factor, moe_a2a_overlap=flags.moe_a2a_overlap,
@@ -242,14 +242,14 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, num_gpus
     )
     return plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                       experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
-                      global_batch=shape.global_batch, num_gpus=num_gpus)
+                      global_batch=shape.global_batch, num_gpus=cluster.num_gpus)
 
 
 def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Plan:
     """The Plan the flags describe on this cluster: build_plan, with `--micro-batch auto` resolved."""
     cluster.device.check_precision(Precision.parse(flags.precision, "--precision"))
     if flags.micro_batch is not None:
-        return build_plan(flags, spec, shape, cluster.num_gpus)
+        return build_plan(flags, spec, shape, cluster)
     return fastest_micro_batch(flags, spec, shape, cluster)
 
 

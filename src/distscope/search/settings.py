@@ -38,7 +38,7 @@ def planner_space(*, spec: ModelSpec, device: Device, precision: Precision, soft
     device.check_precision(precision)
     sw = software or DEFAULT
     space = dataclasses.replace(
-        limits or SearchSpace(), precision=precision, attention=attention or sw.attention,
+        limits or SearchSpace(), precision=precision, attention=attention or sw.attention_on(device.name),
         overlap=(sw.overlap if overlap is None else overlap) & sw.overlap if software is not None
         else (sw.overlap if overlap is None else overlap),
         moe_dispatcher=moe_dispatcher, moe_balance=moe_balance, software=software)

@@ -107,10 +107,11 @@ class SearchSpace:
         if not self.schedules:
             raise DistscopeError("schedules must not be empty")
 
-    def with_software(self, sw: SoftwareProfile) -> SearchSpace:
-        """The space on a software preset: its attention kernel, the overlap it can hide (within this
-        space's), and the preset passed to every estimate."""
-        return dataclasses.replace(self, attention=sw.attention, overlap=self.overlap & sw.overlap, software=sw)
+    def with_software(self, sw: SoftwareProfile, device_name: str) -> SearchSpace:
+        """The space on a software preset: its attention kernel on this device, the overlap it can hide
+        (within this space's), and the preset passed to every estimate."""
+        return dataclasses.replace(self, attention=sw.attention_on(device_name), overlap=self.overlap & sw.overlap,
+                                   software=sw)
 
 
 def _divisors(n: int, limit: int) -> list[int]:

@@ -47,6 +47,7 @@ class PlanDefaults:
 class SoftwareProfile:
     name: str
     attention: AttentionImpl  # the attention kernel the stack runs
+    attention_sm100: AttentionImpl | None = None  # the kernel on data-centre Blackwell, where it differs
     overlap: frozenset[Dim]  # communication it can hide behind compute
     zero3_grad_reduce_overlap: bool = True  # ZeRO-3/FSDP gradient reduce-scatter overlapped with backward
     zero3_rail_aggregation: bool = True  # ZeRO-3 traffic reaches the node's aggregated NIC rate
@@ -66,6 +67,15 @@ class SoftwareProfile:
         if not 0.0 <= self.step_overhead_s < float("inf"):
             raise DistscopeError(f"software {self.name}: step_overhead_s={self.step_overhead_s} must be >= 0")
 
+    def attention_on(self, device_name: str) -> AttentionImpl:
+        """The attention kernel the stack runs on this device: `attention_sm100` on data-centre Blackwell
+        (kernel_data.is_sm100) where the preset names one, else `attention`."""
+        from distscope.model.kernel_data import is_sm100  # the model package imports this one
+
+        if self.attention_sm100 is not None and is_sm100(device_name):
+            return self.attention_sm100
+        return self.attention
+
 
 # With no preset named: a current Megatron-Core-like stack (FlashAttention-2, DP/TP/PP overlap, the
 # distributed optimizer, sequence parallelism with TP, no recompute: PlanDefaults' own defaults).
@@ -83,9 +93,10 @@ def _profile(name: str, d: dict[str, Any]) -> SoftwareProfile:
     try:
         return SoftwareProfile(
             name=name, attention=AttentionImpl(d["attention"]), overlap=frozenset(Dim(x) for x in d["overlap"]),
+            attention_sm100=AttentionImpl(d["attention_sm100"]) if "attention_sm100" in d else None,
             kernels=KernelStack(d.get("kernels", KernelStack.FUSED.value)), plan=_plan_defaults(d["plan_defaults"]),
             **{f.name: d[f.name] for f in dataclasses.fields(SoftwareProfile)
-               if f.name not in ("name", "attention", "overlap", "kernels", "plan") and f.name in d},
+               if f.name not in ("name", "attention", "attention_sm100", "overlap", "kernels", "plan") and f.name in d},
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise DistscopeError(f"software preset {name}: malformed ({exc})") from None

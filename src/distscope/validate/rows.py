@@ -254,7 +254,7 @@ def parse_row(row: dict[str, str], line: int) -> Row:
             raise DistscopeError(str(exc)) from None
     else:
         software = from_framework(row.get("framework") or "")
-    attention, overlap_capable = software.attention, software.overlap
+    attention, overlap_capable = software.attention_on(c.raw("gpu").lower()), software.overlap
     attn_cell = (row.get("attention") or "").strip().lower()
     if attn_cell:
         try:
