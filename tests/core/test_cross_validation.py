@@ -32,10 +32,10 @@ def test_leave_one_source_out_error(cv) -> None:  # type: ignore[no-untyped-def]
     # with E9's 29 Blackwell / MoE rows (11.4% once expert GEMMs are priced per local expert), whose B200 MoE runs are predicted 40-64% too fast (issue 19's 8% is not met);
     # 11.0% with the host floor (model/host.py) and MTP; 11.3% over 140 rows with E8's GB200 / GB300 Qwen3 rows;
     # 11.4% with Blackwell attention rows (kernel_data); 146 rows with E10: 11.4%, and 11.3% once κ is bounded by the
-    # grouped-GEMM component data (efficiency.BOUNDS); 11.8% once FlashAttention-2 on B200 is priced at its measured
-    # speed and torchtitan runs cuDNN on Blackwell (its B200 rows, no longer carried by FA2 priced at 2x its speed,
-    # are 20-53% too fast)
-    assert s["cv_mape_pct"] <= 12.25
+    # grouped-GEMM component data (efficiency.BOUNDS); 11.1% once B200 attention is priced from its measurements
+    # and torchtitan runs cuDNN on Blackwell (its B200 rows, no longer carried by FA2 priced at 2x its speed,
+    # are 13-52% too fast); 10.6% once an FP8 / FP4 recipe doubles each expert GEMM's host work (model/host.py)
+    assert s["cv_mape_pct"] <= 11.5
     assert s["cv_mape_pct"] >= s["mape_pct"] - 1e-9  # held out can only be as good as fitted on everything
 
 

@@ -42,6 +42,15 @@ def test_grouped_gemm_in_one_op_issues_no_per_expert_gemms() -> None:
     assert one.forward_s() < te.forward_s()
 
 
+def test_a_low_precision_recipe_doubles_each_expert_gemms_host_work() -> None:
+    """TransformerEngine issue #761: an FP8 te.Linear takes more than twice the host time of a BF16 one; a dense
+    layer carries it as one cast op per linear, a per-expert grouped GEMM on each expert's GEMMs."""
+    kw = {"moe_layer": True, "linears": 4, "local_experts": 16, "per_expert_gemms": True}
+    bf16, fp8 = (host.layer_host_work(low_precision=lp, **kw) for lp in (False, True))  # type: ignore[arg-type]
+    assert fp8.expert_gemms == bf16.expert_gemms == 32
+    assert fp8.forward_s() - bf16.forward_s() == pytest.approx(32 * host.EXPERT_GEMM_S + 4 * host.OP_S)
+
+
 def _costs(model: str, gpu: str, plan: Plan) -> tuple[float, float]:
     """(the floored forward of the model's MoE or dense layer, its GPU-only forward) at seq 4096."""
     spec, dev = get_model(model), get_device(gpu)

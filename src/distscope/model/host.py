@@ -33,6 +33,12 @@ grouped GEMM, 8 experts × 128 tokens at N = K = 2048, takes 0.267 ms with pre-s
 while the same GEMMs in one CUTLASS launch take 0.069 ms: 33 µs per expert GEMM whose math is under
 1 µs. cuDNN-frontend PR #924 measures the same order for one grouped-GEMM call's host submission on
 SM100 (41-108 µs before its fix).
+Under an FP8 / FP4 recipe every GEMM's host work doubles (LOW_PRECISION_HOST): Transformer Engine quantizes
+each operand in kernels of its own, with scale bookkeeping, before the GEMM. TransformerEngine issue #761
+measured it on a host-bound H100 model: "scheduling a te.Linear layer in FP8 takes more than 2x more time
+compared to scheduling the te.Linear layer in BF16" (its forward: 140 ms FP8, 77 ms BF16). A dense layer
+carries it as one cast op per linear layer (its linears are one op each); a multi-stream grouped GEMM
+quantizes every expert's operands separately, so each expert GEMM's host time doubles.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from distscope.workload.spec import ModelSpec
 OP_S = 10e-6
 # host seconds per expert GEMM of Transformer Engine's multi-stream GroupedLinear (module docstring)
 EXPERT_GEMM_S = 33e-6
+# host work of a GEMM under an FP8 / FP4 recipe over BF16 (module docstring: TransformerEngine issue #761)
+LOW_PRECISION_HOST = 2.0
 # ops of one transformer layer's forward outside its MoE block (serve/calibration.py: ~12 per layer)
 DENSE_LAYER_OPS = 12
 # Megatron's fused MoE router (--moe-router-fusion): 31 kernels (the GB200 study, sec. 2.1.4)
@@ -60,10 +68,11 @@ class HostWork:
 
     ops: int  # eager PyTorch ops
     expert_gemms: int  # per-expert GEMMs of a multi-stream grouped GEMM
+    expert_gemm_s: float = EXPERT_GEMM_S  # host time of each (LOW_PRECISION_HOST times more under FP8 / FP4)
 
     def forward_s(self) -> float:
         """t_host of the forward pass (module docstring)."""
-        return self.ops * OP_S + self.expert_gemms * EXPERT_GEMM_S
+        return self.ops * OP_S + self.expert_gemms * self.expert_gemm_s
 
     def backward_s(self) -> float:
         """t_host of the backward pass: data and weight gradients, twice the forward's ops."""
@@ -79,7 +88,7 @@ class HostWork:
         (H host, G GPU; e the experts' phase, r the rest): the experts' host time is exposed when it
         exceeds their GPU time, and the rest overlaps as far as the GPU is behind. Without experts
         it is max(H, G)."""
-        h_e, h_r = self.expert_gemms * EXPERT_GEMM_S, self.ops * OP_S
+        h_e, h_r = self.expert_gemms * self.expert_gemm_s, self.ops * OP_S
         return max(h_e + max(h_r, gpu_rest_s), gpu_experts_s + gpu_rest_s)
 
 
@@ -87,8 +96,8 @@ def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local
                     per_expert_gemms: bool) -> HostWork:
     """The host work of one layer's forward: `linears` linear layers (each cast under a low-precision
     recipe), the router and dispatcher in an MoE layer, and `local_experts` experts' two GEMMs each
-    when the grouped GEMM issues one GEMM per expert (Transformer Engine), else one op for each of the
-    two grouped GEMMs."""
+    when the grouped GEMM issues one GEMM per expert (Transformer Engine; LOW_PRECISION_HOST times the
+    host time each under a low-precision recipe), else one op for each of the two grouped GEMMs."""
     ops = DENSE_LAYER_OPS + (linears if low_precision else 0)
     gemms = 0
     if moe_layer:
@@ -97,7 +106,8 @@ def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local
             gemms = 2 * local_experts
         else:
             ops += 2
-    return HostWork(ops=ops, expert_gemms=gemms)
+    return HostWork(ops=ops, expert_gemms=gemms,
+                    expert_gemm_s=EXPERT_GEMM_S * (LOW_PRECISION_HOST if low_precision else 1.0))
 
 
 def linear_layers(spec: ModelSpec, moe_layer: bool) -> int:
