@@ -38,6 +38,16 @@ def test_bad_result_is_one_line(tmp_path, capsys, content, message):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.parametrize("out", ["", "r.json", "."])
+def test_report_out_without_an_html_name_names_the_out_option(tmp_path, capsys, out):
+    pytest.importorskip("plotly")
+    src = tmp_path / "r.json"
+    src.write_text('{"hello": 1}')
+    assert run(["report", str(src), "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"distscope: error: --out={out!r} must end in .html"], err
+
+
 def test_core_imports_without_plotly_and_report_names_the_extra(tmp_path):
     """With plotly unimportable the CLI still imports and runs; --report is one line naming the extra."""
     code = ("import sys; sys.modules['plotly'] = None\n"

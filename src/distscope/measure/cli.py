@@ -290,7 +290,7 @@ def calibrate(
         str, typer.Option(help="Time to fit: median (time_s) or min (fastest iteration).")
     ] = "median",
     report: Annotated[
-        Path | None, typer.Option("--report", help="Also write an HTML report: measured points vs the fitted lines.")
+        str | None, typer.Option("--report", help="Also write an HTML report: measured points vs the fitted lines.")
     ] = None,
 ) -> None:
     """Fit alpha (latency) and beta (s/byte) per level and op; report max relative error; save a profile."""

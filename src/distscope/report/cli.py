@@ -8,15 +8,15 @@ from typing import Annotated, Any
 import typer
 
 
-def check_report(path: str | Path | None) -> None:
-    """Before the work a command does: --report needs plotly and a .html file name (one-line errors)."""
+def check_report(path: str | Path | None, field: str = "--report") -> None:
+    """Before the work a command does: the report (`field`) needs plotly and a .html file name (one-line errors)."""
     if path is None:
         return
     from distscope.errors import DistscopeError
     from distscope.report.html import _plotly
 
     if Path(path).suffix.lower() not in (".html", ".htm"):
-        raise DistscopeError(f"--report={str(path)!r} must end in .html")
+        raise DistscopeError(f"{field}={str(path)!r} must end in .html")
     _plotly()
 
 
@@ -35,10 +35,10 @@ def write_report(result: dict[str, Any], path: str | Path) -> None:
 def report_cmd(
     result: Annotated[Path, typer.Argument(help="A JSON result saved from estimate, plan, validate or simulate with "
                                                  "--json (add --report there to include the simulated timeline).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
+    out: Annotated[str, typer.Option("--out", "-o", help="HTML file to write.")],
 ) -> None:
     """Draw a saved --json result as a self-contained HTML report (plotly, no network needed to open it)."""
     from distscope.userfile import read_json
 
-    check_report(out)
+    check_report(out, "--out")
     write_report(read_json(result, "result"), out)

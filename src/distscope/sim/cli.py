@@ -126,7 +126,7 @@ def simulate(
         typer.Option("--timeline", help="Write a Chrome/Perfetto trace (one process per rank, compute/comm tracks)."),
     ] = None,
     report: Annotated[
-        Path | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")
+        str | None, typer.Option("--report", help="Also write a self-contained HTML report (plotly) to this file.")
     ] = None,
 ) -> None:
     """Simulate a training step (or microbenchmark) from per-rank Chakra traces, optionally with what-ifs."""
