@@ -61,6 +61,18 @@ def test_b200_attention_is_its_measured_rows(kernel: str, causal: bool, head_dim
     assert got == pytest.approx(tflops, rel=1e-6)
 
 
+@pytest.mark.parametrize(("kernel", "seq", "pss", "tflops"), [("cudnn", 8192, "fwd", 1495.674), ("cudnn", 32768, "bwd", 1319.161),
+                                                              ("fa2", 16384, "fwd", 430.746)])
+def test_gb300_attention_is_its_measured_rows(kernel: str, seq: int, pss: str, tflops: float) -> None:
+    """GB300 (Blackwell Ultra) has rows of its own: cuDNN 9.13 and FlashAttention-2 through PyTorch's SDPA on causal
+    GQA layers (cudnn-frontend's benchmark); a non-causal FA2 lookup scales the H100 curve through them, near the
+    B200's FA2 speed, not at the H100 share of GB300's peak."""
+    peak = get_device("gb300").flops(DType.BF16) / 1e12
+    got = peak * kernel_data.attention_efficiency("gb300", DType.BF16, kernel, True, 128, seq, pss)
+    assert got == pytest.approx(tflops, rel=1e-6)
+    assert peak * kernel_data.attention_efficiency("gb300", DType.BF16, "fa2", False, 128, 8192, "fwd") < 550
+
+
 def test_flashattention_2_on_blackwell_is_far_below_cudnn_everywhere() -> None:
     """The rows not measured (causal, other head dims, GB200) are the H100 FA2 curves scaled through the B200
     rows: within 0.8-1.5x of FA2 on an H100, and under half of cuDNN on the same die."""

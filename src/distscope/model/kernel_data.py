@@ -16,8 +16,9 @@ sequence, pass), interpolated in log(sequence) and log(head dim) and clamped at 
 (attention.csv). A family with rows of its own uses them within the head dims they cover; a family
 with only a few anchor rows (A100: FlashAttention-2's 73% figure of merit; Blackwell: cuDNN at head dims
 64 and 128, and FlashAttention-2, which has no tcgen05 path on SM100 and runs near its Hopper speed, at
-head dims 64 and 128) takes the H100 curve of the same kernel scaled to pass through its anchors of the
-same (causal, pass), else its non-causal forwards, at every head dim and pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
+head dims 64 and 128; GB300: cuDNN and FlashAttention-2 causal at head dim 128) takes the H100 curve of
+the same kernel scaled to pass through its anchors of the same (causal, pass), else its non-causal
+forwards, else any it has, at every head dim and pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
 devices' GEMM ceilings (the kernel reaches the same share of what the device's matmul reaches).
 B200 and GB200 carry the same GPU die, so they share attention rows (ATTENTION_DIE), each row as a
 share of the peak of the device it was measured on, applied to each device's own peak.
@@ -234,9 +235,11 @@ def _covers(fam: str, dt: DType, kernel: str, causal: bool, pss: str, head_dim: 
 
 def _anchors(fam: str, dt: DType, kernel: str, causal: bool, pss: str) -> list[tuple[int, float, float, bool, str]]:
     """(head dim, sequence, efficiency, causal, pass) of the family's rows the reference curve is scaled
-    through: those of the same (causal, pass) where the family has any, else its non-causal forwards."""
+    through: those of the same (causal, pass) where the family has any, else its non-causal forwards, else
+    whatever (causal, pass) it measured."""
     tab = _attention()
-    for c, p in ((causal, pss), (False, "fwd")):
+    order = [(causal, pss), (False, "fwd")] + [(c, p) for (f, d, k, c, p) in tab if (f, d, k) == (fam, dt, kernel)]
+    for c, p in order:
         cur = tab.get((fam, dt, kernel, c, p))
         if cur:
             return [(hd, s, e, c, p) for hd, (ss, es) in cur.items() for s, e in zip(ss, es, strict=True)]
