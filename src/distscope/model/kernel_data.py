@@ -18,8 +18,9 @@ with only a few anchor rows (A100: FlashAttention-2's 73% figure of merit; Black
 64 and 128, and FlashAttention-2, which has no tcgen05 path on SM100 and runs near its Hopper speed, at
 head dims 64 and 128; GB300: cuDNN and FlashAttention-2 causal at head dim 128) takes the H100 curve of
 the same kernel scaled to pass through its anchors of the same (causal, pass), else its non-causal
-forwards, else any it has, at every head dim and pass its rows do not cover; any other family takes the H100 curve scaled by the ratio of the two
-devices' GEMM ceilings (the kernel reaches the same share of what the device's matmul reaches).
+forwards, else any it has, at every head dim and pass its rows do not cover; any other family takes the
+H100 curve scaled by the ratio of the two devices' GEMM ceilings (the kernel reaches the same share of
+what the device's matmul reaches).
 B200 and GB200 carry the same GPU die, so they share attention rows (ATTENTION_DIE), each row as a
 share of the peak of the device it was measured on, applied to each device's own peak.
 A (causal, pass) without rows is derived: causal backward = non-causal backward x (causal forward /
