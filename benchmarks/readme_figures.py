@@ -132,7 +132,11 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{dlrm_accuracy:analytic_kernels.dcnv2.mean_abs_error_pct:.1f}% (one node signed "
      "{dlrm_accuracy:analytic_kernels.dcnv2.one_node_mean_error_pct:+.1f}%) and all runs "
      "{dlrm_accuracy:analytic_kernels.all.mean_abs_error_pct:.1f}%. DLRM's multi-node runs use HugeCTR's hybrid "
-     "embedding (frequent categories data-parallel), which distscope's shardings do not express",
+     "embedding (frequent categories data-parallel; `--sharding hugectr:hybrid:frequent=F:infrequent=I`), whose F "
+     "no config or log publishes: their point figures use the planner's sharding, and priced at both ends their "
+     "configs allow (no frequent category; as many as clear the count threshold) "
+     "{dlrm_accuracy:hybrid_brackets.inside} of {dlrm_accuracy:hybrid_brackets.count} lie between (the two v1.0 "
+     "runs are slower than both ends)",
      "`python benchmarks/dlrm_accuracy.py`"),
     ("error-bounded compression of a DLRM's embedding all-to-all (pooled rows and their gradients), a small DLRM "
      "trained on 4 gloo ranks, bound relative to each chunk's value range",

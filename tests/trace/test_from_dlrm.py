@@ -14,8 +14,9 @@ pytest.importorskip("chakra")
 MODEL = ["--model", "dlrm:examples/dlrm/tables.yaml", "--global-batch", "65536"]
 
 
-def _both(tmp_path: Path, cluster: str, gpus: int, extra: list[str]) -> tuple[float, float, dict]:
-    flags = [*MODEL, "--cluster", cluster, "--gpus", str(gpus), *extra]
+def _both(tmp_path: Path, cluster: str, gpus: int, extra: list[str], model: list[str] = MODEL
+          ) -> tuple[float, float, dict]:
+    flags = [*model, "--cluster", cluster, "--gpus", str(gpus), *extra]
     gen = json.loads(run_subprocess("trace", "generate", *flags, "--out", str(tmp_path), "--json").stdout)
     assert gen["files"] == gpus and not gen["symmetric"]
     sim = json.loads(run_subprocess("simulate", str(tmp_path), "--cluster", cluster, "--gpus", str(gpus), "--json").stdout)
@@ -50,6 +51,16 @@ def test_a_table_over_two_nodes_simulates_as_estimated(tmp_path: Path) -> None:
     write_sharding(str(path), (node_rows(shardings[0].table, (0, 1), 8), *shardings[1:]))
     sim, est, _ = _both(tmp_path / "traces", "dgx-h100", 16, ["--sharding", str(path)])
     assert sim == pytest.approx(est, rel=0.002)
+
+
+def test_hugectrs_hybrid_embedding_simulates_as_estimated(tmp_path: Path) -> None:
+    """HugeCTR's hybrid embedding (model/hybrid_embedding.py): the infrequent rows cross each node's GPUs
+    and then the nodes, the frequent rows' gradients ride in the all-reduce."""
+    model = ["--model", "dlrm:data/evidence/dlrm/mlperf_dlrm_v1.yaml", "--global-batch", "71680"]
+    sim, est, breakdown = _both(tmp_path, "dgx-a100", 16, ["--sharding", "hugectr:hybrid:frequent=60000:infrequent=4480"],
+                                model)
+    assert sim == pytest.approx(est, rel=0.002)
+    assert breakdown["embedding_a2a"] > 0 and breakdown["row_wise_rs_ag"] == 0
 
 
 def test_the_all_reduce_shares_the_links_with_the_backward_exchange(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from distscope import scenario as S
 
 if TYPE_CHECKING:
     from distscope.compress.eb_codec import EmbCompression
-    from distscope.model.embedding_cost import DlrmEstimate, TableSharding
+    from distscope.model.embedding_cost import DlrmEstimate, Sharding
     from distscope.system.topology import Cluster
     from distscope.workload.embedding import DlrmSpec
 
@@ -43,10 +43,11 @@ def _compression(plan: S.PlanFlags, codec_gbps: float | None) -> EmbCompression 
 
 
 def shardings_for(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global_batch: int,
-                  compression: EmbCompression | None = None) -> tuple[tuple[TableSharding, ...], str]:
-    """The sharding --sharding names (a type for every table, a file, or HugeCTR's hier_auto plan with its
-    arguments), else the planner's choice; the published-run rows (validate/dlrm_rows.py) name theirs
-    the same way."""
+                  compression: EmbCompression | None = None) -> tuple[Sharding, str]:
+    """The sharding --sharding names (a type for every table, a file, HugeCTR's hier_auto plan with its
+    arguments or its hybrid embedding), else the planner's choice; the published-run rows
+    (validate/dlrm_rows.py) name theirs the same way."""
+    from distscope.model import hybrid_embedding
     from distscope.model.embedding_cost import ShardingType
     from distscope.search import hugectr_plan
     from distscope.search.embedding_plan import place, plan_embeddings, uniform
@@ -57,6 +58,11 @@ def shardings_for(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global
         return found.shardings, "the planner's choice"
     if sharding.endswith((".yaml", ".yml")):
         return load_sharding(sharding, spec, cluster), sharding
+    if sharding.startswith(hybrid_embedding.PREFIX):
+        hybrid = hybrid_embedding.HybridEmbedding.parse(sharding)
+        hybrid.check(spec, global_batch)
+        return hybrid, f"HugeCTR's hybrid embedding ({hybrid.frequent:,} frequent categories, {hybrid.infrequent:,.0f} " \
+            "infrequent lookups per batch)"
     if sharding.startswith("hugectr:"):
         config = hugectr_plan.HierAutoConfig.parse(sharding)
         return hugectr_plan.plan_hier_auto(spec, cluster, config), f"HugeCTR's hier_auto plan ({sharding})"
@@ -72,7 +78,7 @@ class _Scenario:
     cluster: Cluster
     global_batch: int
     compression: EmbCompression | None
-    shardings: tuple[TableSharding, ...]
+    shardings: Sharding
     source: str  # where the sharding came from
 
 
@@ -103,7 +109,7 @@ def dlrm_step_traces(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
                     "compression": None if sc.compression is None else sc.compression.label}
 
 
-def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], est: DlrmEstimate) -> str:
+def _summary(spec: DlrmSpec, cluster: Cluster, shardings: Sharding, est: DlrmEstimate) -> str:
     gib = 2**30
     look = est.rank_lookup_s
     mean = sum(look) / len(look)
@@ -116,6 +122,7 @@ def _summary(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, .
 def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.PlanFlags, *, as_json: bool,
                       codec_gbps: float | None, other: bool) -> None:
     from distscope.model.embedding_cost import estimate_dlrm, sharding_counts
+    from distscope.model.hybrid_embedding import HybridEmbedding
     from distscope.report.console import breakdown_table, out, print_json
 
     sc = _scenario(workload, system, plan, codec_gbps=codec_gbps, other=other)
@@ -126,7 +133,8 @@ def estimate_dlrm_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.
         print_json({"model": workload.model, "cluster": cluster.name, "gpus": cluster.num_gpus, "global_batch": gb,
                     "sharding": source, "sharding_types": sharding_counts(shardings), **est.to_dict(),
                     "compression": None if comp is None else dataclasses.asdict(comp),
-                    "tables": [ts.to_dict() for ts in shardings]})
+                    "tables": [shardings.to_dict()] if isinstance(shardings, HybridEmbedding) else
+                    [ts.to_dict() for ts in shardings]})
         return
     out.print(breakdown_table(f"{spec.name}: {len(spec.tables)} tables ({spec.embedding_params / 1e9:,.2f}B rows x "
                               f"dims), {spec.dense_params / 1e6:,.1f}M dense params, {cluster.num_gpus} GPUs of "

@@ -67,6 +67,7 @@ from distscope.enums import Enum
 from distscope.errors import DistscopeError, closest
 from distscope.hashing import cached_hash
 from distscope.model import efficiency as eff
+from distscope.model.hybrid_embedding import HybridEmbedding
 from distscope.model.memory import WORKSPACE_BYTES
 from distscope.system.topology import Cluster
 from distscope.workload.embedding import DlrmSpec, EmbeddingTable, Interaction
@@ -165,8 +166,10 @@ def shard_memory_bytes(spec: DlrmSpec, rows: Any, cols: Any) -> Any:
     return rows * (cols * spec.embedding_dtype.bytes + spec.optimizer.state_bytes(cols))
 
 
-def sharding_counts(shardings: tuple[TableSharding, ...]) -> dict[str, int]:
-    """Tables per sharding type, by TorchRec's name."""
+def sharding_counts(shardings: tuple[TableSharding, ...] | HybridEmbedding) -> dict[str, int]:
+    """Tables per sharding type, by TorchRec's name; HugeCTR's hybrid embedding is one over every table."""
+    if isinstance(shardings, HybridEmbedding):
+        return {"hugectr_hybrid": 1}
     out: dict[str, int] = {}
     for ts in shardings:
         out[ts.kind.value] = out.get(ts.kind.value, 0) + 1
@@ -316,6 +319,9 @@ class DlrmTerms:
     rs_bytes: float  # row-wise reduce-scatter over all ranks
     dp_bytes: float  # data-parallel tables' gradients (all-reduced with the dense part's)
     dp_update: float
+    # the pooled rows' all-to-all spans each node's ranks, its cross-node part in x_sent / x_recv (HugeCTR's
+    # hierarchical all-to-all: NVLink shuffle in the node, then one exchange per local rank across nodes)
+    node_a2a: bool = False
 
     @property
     def hosts(self) -> int:
@@ -328,9 +334,38 @@ class DlrmTerms:
         return float(max(sent.max(), recv.max())) * size / (size - 1) if size > 1 else 0.0
 
 
-def dlrm_terms(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
-               global_batch: int) -> DlrmTerms:
-    """Every table's contribution (_table_terms) summed over the sharding."""
+# a sharding: one per table, or HugeCTR's hybrid embedding over all of them (model/hybrid_embedding.py)
+Sharding = tuple[TableSharding, ...] | HybridEmbedding
+
+
+def _hybrid_terms(spec: DlrmSpec, cluster: Cluster, h: HybridEmbedding, global_batch: int) -> DlrmTerms:
+    """The hybrid embedding's per-rank terms (model/hybrid_embedding.py): the same on every rank."""
+    h.check(spec, global_batch)
+    n = cluster.num_gpus
+    d = spec.tables[0].dim
+    lookups = global_batch * sum(t.pooling for t in spec.tables)
+    served = h.infrequent / n  # the infrequent ids each rank's categories serve
+    f_freq, g_freq = lookup_bytes((lookups - h.infrequent) / n, global_batch / n * len(spec.tables), d, spec)
+    f_inf, g_inf = lookup_bytes(served, served, d, spec)
+    fwd, bwd = _stream_s(cluster, np.array([f_freq + f_inf, g_freq + g_inf]))
+    rows = sum(t.rows for t in spec.tables)
+    local = min(cluster.gpus_per_node, n)
+    hosts = n // local
+    rows_out = served * d * spec.pooled_dtype.bytes  # destinations uniform over the ranks
+    zero = np.zeros(n)
+    return DlrmTerms(gpus=n, local=local, fwd=np.full(n, fwd), bwd=np.full(n, bwd),
+                     mem=np.full(n, shard_memory_bytes(spec, h.frequent + (rows - h.frequent) / n, d)),
+                     ids_sent=zero, ids_recv=zero, out_sent=np.full(n, rows_out * (local - 1) / local),
+                     out_recv=np.full(n, rows_out * (local - 1) / local), x_sent=np.full(n, rows_out * (hosts - 1) / hosts),
+                     x_recv=np.full(n, rows_out * (hosts - 1) / hosts), node_rs=zero, rs_bytes=0.0,
+                     dp_bytes=h.frequent * d * spec.pooled_dtype.bytes,
+                     dp_update=2.0 * shard_memory_bytes(spec, h.frequent, d), node_a2a=True)
+
+
+def dlrm_terms(spec: DlrmSpec, cluster: Cluster, shardings: Sharding, *, global_batch: int) -> DlrmTerms:
+    """Every table's contribution (_table_terms) summed over the sharding, or the hybrid embedding's."""
+    if isinstance(shardings, HybridEmbedding):
+        return _hybrid_terms(spec, cluster, shardings, global_batch)
     n = cluster.num_gpus
     total = np.zeros((10, n))
     rs_bytes = dp_bytes = dp_update = 0.0
@@ -352,7 +387,7 @@ def optimizer_bytes(spec: DlrmSpec, terms: DlrmTerms) -> float:
     return spec.dense_params * (2 * DENSE_GRAD_BYTES + 2 * DENSE_STATE_BYTES) + terms.dp_update
 
 
-def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *,
+def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: Sharding, *,
                   global_batch: int, compression: EmbCompression | None = None) -> DlrmEstimate:
     """Step time, per-rank lookup time and memory of `spec` under `shardings` (module docstring), with the
     pooled-embedding all-to-alls compressed when `compression` is given."""
@@ -366,7 +401,7 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableShardi
     dev = cluster.device
     lookup_fwd, lookup_bwd = float(fwd.max()), float(bwd.max())
     def a2a_s(ratio: float) -> float:
-        s = _uneven_a2a_s(cluster, out_sent / ratio, out_recv / ratio, n)
+        s = _uneven_a2a_s(cluster, out_sent / ratio, out_recv / ratio, local if t.node_a2a else n)
         if hosts > 1 and (x_sent.any() or x_recv.any()):
             s += _uneven_a2a_s(cluster, x_sent / ratio, x_recv / ratio, hosts, local)
         return s

@@ -24,7 +24,7 @@ from distscope.compress.eb_codec import EmbCompression
 from distscope.model import efficiency as eff
 from distscope.model.embedding_cost import (
     DlrmTerms,
-    TableSharding,
+    Sharding,
     codec_s,
     dense_grad_bytes,
     dense_s,
@@ -87,9 +87,10 @@ class _Step:
         def exchange(direction: str, k: int) -> None:
             if comp is not None:
                 c.comp(f"encode_{direction}", codec / 2)
-            if n > 1:
+            size, pg = (local, f"node{r // local}") if t.node_a2a else (n, "world")
+            if size > 1:
                 c.coll(f"pooled_a2a_{direction}", CollKind.ALL_TO_ALL,
-                       t.a2a_bytes(t.out_sent / ratio[k], t.out_recv / ratio[k], n), "world")
+                       t.a2a_bytes(t.out_sent / ratio[k], t.out_recv / ratio[k], size), pg)
             if cross:
                 c.coll(f"cross_node_a2a_{direction}", CollKind.ALL_TO_ALL,
                        t.a2a_bytes(t.x_sent / ratio[k], t.x_recv / ratio[k], hosts), f"local{r % local}")
@@ -121,7 +122,7 @@ class _Step:
         return RankGraph(rank=r, nodes=tuple(c.nodes))
 
 
-def dlrm_traces(spec: DlrmSpec, cluster: Cluster, shardings: tuple[TableSharding, ...], *, global_batch: int,
+def dlrm_traces(spec: DlrmSpec, cluster: Cluster, shardings: Sharding, *, global_batch: int,
                 compression: EmbCompression | None = None) -> TraceSet:
     """Every rank's graph of one training step (module docstring)."""
     t = dlrm_terms(spec, cluster, shardings, global_batch=global_batch)

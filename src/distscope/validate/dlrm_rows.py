@@ -79,3 +79,55 @@ def predict_file(path: str | Path, root: Path, measured_kernels: bool = True) ->
                                  sharding=r["sharding"],
                                  measured_ms=float(r["measured_step_ms"]), predicted_ms=priced[key]))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridBracket:
+    """A row that ran HugeCTR's hybrid embedding, priced at both ends of what its config allows
+    (model/hybrid_embedding.py): no frequent category (low) and as many as can clear the config's
+    threshold (high), each with the infrequent lookups at the buffer's mean, b x tables."""
+
+    run_id: str
+    measured_ms: float
+    low_ms: float
+    high_ms: float
+    frequent_bound: int
+    threshold: float
+
+    @property
+    def inside(self) -> bool:
+        return self.low_ms <= self.measured_ms <= self.high_ms
+
+
+_HYBRID_KEYS = ("file", "rows", "nodes", "efficiency_ratio", "a2a_bw", "ar_bw", "iterations")
+
+
+def hybrid_brackets(runs: str | Path, configs: str | Path, root: Path) -> list[HybridBracket]:
+    """Every row of `runs` that `configs` (data/evidence/dlrm/hugectr_hybrid_configs.yaml) names, bracketed."""
+    from distscope.model.hybrid_embedding import HybridEmbedding, frequent_bound, threshold
+    from distscope.userfile import int_field, mappings, num_field, read_yaml
+
+    _, rows = read_csv(runs, "DLRM runs CSV")
+    by_id = {r["id"]: r for _, r in rows}
+    raw = read_yaml(configs, "hybrid embedding configs")
+    out = []
+    for where, c in mappings(raw.get("configs") if isinstance(raw, dict) else None, "configs", _HYBRID_KEYS,
+                             str(configs)):
+        thr = threshold(int_field(c, "iterations", where), int_field(c, "nodes", where),
+                        num_field(c, "a2a_bw", where), num_field(c, "ar_bw", where),
+                        num_field(c, "efficiency_ratio", where))
+        for run_id in c.get("rows") or []:
+            if run_id not in by_id:
+                raise DistscopeError(f"{where}: row {run_id!r} is not in {runs}")
+            r = by_id[run_id]
+            spec = load_dlrm(r["model"].replace("dlrm:", f"dlrm:{root}/", 1))
+            cluster = row_cluster(r, root)
+            gb, n = int(r["global_batch"]), int(r["gpus"])
+            per_sample = sum(t.pooling for t in spec.tables)
+            infrequent = gb * per_sample / n  # max_num_infrequent_samples' mean: b x tables
+            bound = frequent_bound(gb, per_sample, 0.0, thr, int_field(c, "iterations", where), float("inf"))
+            low, high = (estimate_dlrm(spec, cluster, HybridEmbedding(frequent=f, infrequent=infrequent),
+                                       global_batch=gb).step_time_s * 1e3 for f in (0, bound))
+            out.append(HybridBracket(run_id=run_id, measured_ms=float(r["measured_step_ms"]), low_ms=low,
+                                     high_ms=high, frequent_bound=bound, threshold=thr))
+    return out
