@@ -3,6 +3,7 @@ out of sample, since nothing in the path is fitted (validate/diffusion_rows.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,10 @@ def results():  # type: ignore[no-untyped-def]
 
 def test_every_row_is_predicted(results) -> None:  # type: ignore[no-untyped-def]
     assert summary(list(results.values()))["rows"] == 7
+    # the README's figures (benchmarks/results/diffusion_accuracy.json) are this code's
+    saved = json.loads((ROOT / "benchmarks/results/diffusion_accuracy.json").read_text())["per_row"]
+    assert {k: v["predicted"] for k, v in saved.items()} == pytest.approx(
+        {k: r.predicted for k, r in results.items()}, rel=2e-3)
 
 
 def test_distrifusion_speedups_within_tolerance(results) -> None:  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@ out of sample, since nothing in the module path is fitted (validate/module_rows.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,9 @@ def results():  # type: ignore[no-untyped-def]
 
 def test_every_row_is_predicted(results) -> None:  # type: ignore[no-untyped-def]
     assert summary(results)["rows"] == 24
+    # the README's figures (benchmarks/results/module_accuracy.json, errors to 0.1 point) are this code's
+    saved = json.loads((ROOT / "benchmarks/results/module_accuracy.json").read_text())["per_row"]
+    assert saved == pytest.approx({r.run_id: round(r.error_pct, 1) for r in results}, abs=0.11)
 
 
 def test_mixed_precision_runs_within_tolerance(results) -> None:  # type: ignore[no-untyped-def]
