@@ -99,8 +99,11 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{diffusion_accuracy:per_row.D1-SDXL-3840-2GPU.measured:.1f}/{diffusion_accuracy:per_row.D1-SDXL-3840-4GPU.measured:.1f}/"
      "{diffusion_accuracy:per_row.D1-SDXL-3840-8GPU.measured:.1f}x "
      "({diffusion_accuracy:distrifusion_speedup_mean_abs_error_pct:.1f}% mean); SDXL 1024x1024 eager "
-     "{diffusion_accuracy:per_row.F1-SDXL-A100-EAGER.error_pct:+.1f}%, SD 1.5 eager "
-     "{diffusion_accuracy:per_row.F1-SD15-A100-EAGER.error_pct:+.1f}%",
+     "{diffusion_accuracy:per_row.F1-SDXL-A100-EAGER.error_pct:+.1f}%, compiled with a channels-last UNet "
+     "{diffusion_accuracy:per_row.F1-SDXL-A100-COMPILED-CL.error_pct:+.1f}%; SD 1.5 eager "
+     "{diffusion_accuracy:per_row.F1-SD15-A100-EAGER.error_pct:+.1f}%, channels-last "
+     "{diffusion_accuracy:per_row.F1-SD15-A100-COMPILED-CL.error_pct:+.1f}% (PyTorch 2.1's FlashAttention-1 priced as "
+     "FlashAttention-2)",
      "`python benchmarks/diffusion_accuracy.py`"),
     ("embedding sharding planner (`plan --model dlrm:...`) vs TorchRec 1.8.0's own EmbeddingShardingPlanner on the "
      "same tables and clusters, both plans priced by distscope's step model: the MLPerf DLRM-DCNv2 tables and "
