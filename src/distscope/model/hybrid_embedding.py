@@ -44,6 +44,25 @@ from distscope.workload.embedding import DlrmSpec
 PREFIX = "hugectr:hybrid"
 
 
+def sharding_fields(ref: str, prefix: str, fields: list[str], what: str) -> dict[str, float]:
+    """The non-negative numbers of a `PREFIX[:key=value...]` sharding (HugeCTR's hybrid embedding here,
+    its hier_auto plan in search/hugectr_plan.py); one line naming a wrong prefix, key or value."""
+    if not ref.startswith(prefix):
+        raise DistscopeError(f"sharding={ref!r} is not {prefix}[:key=value...] (keys: {', '.join(fields)})")
+    values: dict[str, float] = {}
+    for item in filter(None, ref.removeprefix(prefix).split(":")):
+        key, _, value = item.partition("=")
+        if key not in fields:
+            raise DistscopeError(f"sharding={ref!r}: {key!r} is not a {what} ({', '.join(fields)}){closest(key, fields)}")
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise DistscopeError(f"sharding={ref!r}: {key}={value!r} is not a number") from None
+        if not values[key] >= 0:
+            raise DistscopeError(f"sharding={ref!r}: {key}={value} must be non-negative")
+    return values
+
+
 @dataclasses.dataclass(frozen=True)
 class HybridEmbedding:
     """F frequent categories and I infrequent lookups per global batch (module docstring)."""
@@ -54,21 +73,8 @@ class HybridEmbedding:
     @classmethod
     def parse(cls, ref: str) -> HybridEmbedding:
         """`hugectr:hybrid:frequent=F:infrequent=I`; one line naming a missing or bad field."""
-        if not ref.startswith(PREFIX):
-            raise DistscopeError(f"sharding={ref!r} is not {PREFIX}:frequent=F:infrequent=I")
         fields = [f.name for f in dataclasses.fields(cls)]
-        values: dict[str, float] = {}
-        for item in filter(None, ref.removeprefix(PREFIX).split(":")):
-            key, _, value = item.partition("=")
-            if key not in fields:
-                raise DistscopeError(f"sharding={ref!r}: {key!r} is not a hybrid embedding field ({', '.join(fields)})"
-                                     f"{closest(key, fields)}")
-            try:
-                values[key] = float(value)
-            except ValueError:
-                raise DistscopeError(f"sharding={ref!r}: {key}={value!r} is not a number") from None
-            if values[key] < 0:
-                raise DistscopeError(f"sharding={ref!r}: {key}={value} must be non-negative")
+        values = sharding_fields(ref, PREFIX, fields, "hybrid embedding field")
         missing = [f for f in fields if f not in values]
         if missing:
             raise DistscopeError(f"sharding={ref!r}: give {missing[0]}= (the hybrid embedding needs "

@@ -26,8 +26,9 @@ import dataclasses
 
 import numpy as np
 
-from distscope.errors import DistscopeError, closest
+from distscope.errors import DistscopeError
 from distscope.model.embedding_cost import ShardingType, TableSharding, shard_memory_bytes
+from distscope.model.hybrid_embedding import sharding_fields
 from distscope.search.embedding_plan import node_rows, spread
 from distscope.system.topology import Cluster
 from distscope.workload.embedding import DlrmSpec
@@ -48,22 +49,9 @@ class HierAutoConfig:
     @classmethod
     def parse(cls, ref: str) -> HierAutoConfig:
         """`hugectr:hier_auto[:key=value...]`, keys as train.py's arguments; one line naming a bad one."""
-        if not ref.startswith(PREFIX):
-            raise DistscopeError(f"sharding={ref!r} is not {PREFIX}[:key=value...]")
-        fields = [f.name for f in dataclasses.fields(cls)]
-        values: dict[str, float] = {}
-        for item in filter(None, ref.removeprefix(PREFIX).split(":")):
-            key, _, value = item.partition("=")
-            if key not in fields:
-                raise DistscopeError(f"sharding={ref!r}: {key!r} is not a hier_auto argument ({', '.join(fields)})"
-                                     f"{closest(key, fields)}")
-            try:
-                values[key] = float(value)
-            except ValueError:
-                raise DistscopeError(f"sharding={ref!r}: {key}={value!r} is not a number") from None
-            if values[key] < 0 or (key == "mem_comm_work_ratio" and values[key] == 0):
-                raise DistscopeError(f"sharding={ref!r}: {key}={value} must be "
-                                     f"{'positive' if key == 'mem_comm_work_ratio' else 'non-negative'}")
+        values = sharding_fields(ref, PREFIX, [f.name for f in dataclasses.fields(cls)], "hier_auto argument")
+        if values.get("mem_comm_work_ratio") == 0:
+            raise DistscopeError(f"sharding={ref!r}: mem_comm_work_ratio=0 must be positive")
         return cls(**values)
 
 
