@@ -379,3 +379,20 @@ def test_a_rows_measured_kernels_replace_the_analytic_model() -> None:
         row_cluster({**row, "kernels": "data/device/nope.json"}, ROOT)
     with pytest.raises(DistscopeError, match=r"H100 80GB HBM3.*applied to a a100"):  # another GPU's tables
         row_cluster({**row, "cluster": "dgx-a100"}, ROOT)
+
+
+def test_the_dense_gradients_are_all_reduced_in_their_dtype() -> None:
+    """HugeCTR under mixed precision all-reduces fp16 dense gradients (GroupedExchangeWgrad<__half>); DDP
+    under autocast fp32, the default. A bad dtype is one line."""
+    from distscope.model.embedding_cost import dense_grad_bytes
+
+    raw = yaml.safe_load((ROOT / "data/evidence/dlrm/mlperf_dlrm_v1.yaml").read_text())
+    half = parse_dlrm(raw, "v1")
+    full = parse_dlrm({k: v for k, v in raw.items() if k != "dense_grad_dtype"}, "v1")
+    assert half.dense_grad_dtype is DType.FP16 and full.dense_grad_dtype is DType.FP32
+    c = get_cluster("dgx-a100", 16)
+    t = dlrm_terms(half, c, place(half, c, uniform(half, c, ShardingType.TABLE_WISE), global_batch=65536),
+                   global_batch=65536)
+    assert dense_grad_bytes(half, t) == half.dense_params * 2 and dense_grad_bytes(full, t) == full.dense_params * 4
+    with pytest.raises(DistscopeError, match="dense_grad_dtype=fp8"):
+        parse_dlrm({**raw, "dense_grad_dtype": "fp8"}, "v1")

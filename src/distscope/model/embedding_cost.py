@@ -38,8 +38,9 @@ bytes as an all-to-all of that size on the group (comm.collective_s, the α-β m
 The dense part (bottom MLP, interaction, top MLP) is data-parallel: each GEMM of the b samples at the
 GEMM model (efficiency.gemm_s), the backward twice the forward's GEMMs (data and weight gradients), plus
 the interaction's memory-bound kernels (interaction_passes: HugeCTR's fused dot interaction, or DCNv2's
-fused cross-layer element-wise kernels) at the element-wise model; its fp32 gradients are all-reduced and
-overlap the backward of the dense part and of the embeddings.
+fused cross-layer element-wise kernels) at the element-wise model; its gradients (the spec's
+dense_grad_dtype: fp32 under DDP, fp16 under HugeCTR's mixed precision) are all-reduced and overlap the
+backward of the dense part and of the embeddings.
 
 With error-bounded compression (compress/eb_codec.EmbCompression) the pooled rows forward and their
 gradients backward cross the all-to-alls divided by the codec's measured ratio on each, and every rank
@@ -76,7 +77,7 @@ ID_BYTES = 8  # int64 ids, TorchRec's KeyedJaggedTensor values
 LENGTH_BYTES = 4  # one int32 length per sample and feature
 SECTOR_BYTES = 32  # the GPU's global-memory transaction
 SORT_BYTES_PER_ID = 32  # radix sort of (id, position) pairs: two passes of 8 + 8 bytes
-DENSE_GRAD_BYTES = 4.0  # fp32 parameters and gradients of the dense part (DDP under autocast)
+DENSE_GRAD_BYTES = 4.0  # fp32 parameters and gradients of the dense part in memory (DDP under autocast)
 DENSE_STATE_BYTES = 8.0  # the dense part's Adagrad/Adam state per parameter (fp32)
 
 
@@ -442,8 +443,9 @@ def estimate_dlrm(spec: DlrmSpec, cluster: Cluster, shardings: Sharding, *,
 
 
 def dense_grad_bytes(spec: DlrmSpec, terms: DlrmTerms) -> float:
-    """The step's all-reduce: the dense part's fp32 gradients and the data-parallel tables'."""
-    return spec.dense_params * DENSE_GRAD_BYTES + terms.dp_bytes
+    """The step's all-reduce: the dense part's gradients (spec.dense_grad_dtype: fp32 under DDP and
+    autocast, fp16 in HugeCTR's mixed precision) and the data-parallel tables'."""
+    return spec.dense_params * spec.dense_grad_dtype.bytes + terms.dp_bytes
 
 
 def codec_s(terms: DlrmTerms, compression: EmbCompression) -> np.ndarray:

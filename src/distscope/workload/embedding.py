@@ -13,6 +13,8 @@ embedding_dtype: fp32         # table storage (fp32 or fp16)
 output_dtype: fp16            # optional: pooled embeddings and their gradients as the all-to-alls move
                               # them (default: embedding_dtype; HugeCTR under mixed precision: fp16)
 dense_dtype: bf16             # the MLPs' compute dtype
+dense_grad_dtype: fp32        # optional: the dense gradients as the all-reduce moves them (default fp32:
+                              # DDP under autocast; HugeCTR and apex O2 under mixed precision: fp16)
 optimizer: rowwise_adagrad    # the tables' fused optimizer: sgd, rowwise_adagrad, adagrad or adam
 tables:
   - {name: t0, rows: 40000000, dim: 128, pooling: 3}   # pooling: ids looked up per sample (mean)
@@ -39,7 +41,7 @@ from distscope.userfile import check_keys, int_field, mappings, num_field, read_
 
 PREFIX = "dlrm:"
 _TOP = ("name", "dense_features", "bottom_mlp", "top_mlp", "interaction", "dcn_layers", "dcn_rank",
-        "embedding_dtype", "output_dtype", "dense_dtype", "optimizer", "tables")
+        "embedding_dtype", "output_dtype", "dense_dtype", "dense_grad_dtype", "optimizer", "tables")
 _TABLE = ("name", "rows", "dim", "pooling", "count")  # the first three name the shape in messages
 PRESETS = {"mlperf-dcnv2": "data/dlrm_mlperf_dcnv2.yaml"}
 
@@ -91,6 +93,7 @@ class DlrmSpec:
     dense_dtype: DType
     optimizer: TableOptimizer
     output_dtype: DType | None = None  # on the wire; None: embedding_dtype
+    dense_grad_dtype: DType = DType.FP32  # the dense gradients in the all-reduce
 
     @property
     def pooled_dtype(self) -> DType:
@@ -182,12 +185,15 @@ def parse_dlrm(raw: Any, where: str) -> DlrmSpec:
         embedding_dtype=_enum(raw, "embedding_dtype", DType, "fp32", where),
         dense_dtype=_enum(raw, "dense_dtype", DType, "bf16", where),
         optimizer=_enum(raw, "optimizer", TableOptimizer, "rowwise_adagrad", where),
-        output_dtype=_enum(raw, "output_dtype", DType, "", where) if "output_dtype" in raw else None)
+        output_dtype=_enum(raw, "output_dtype", DType, "", where) if "output_dtype" in raw else None,
+        dense_grad_dtype=_enum(raw, "dense_grad_dtype", DType, "fp32", where))
     if spec.embedding_dtype not in (DType.FP32, DType.FP16):
         raise DistscopeError(f"{where}: embedding_dtype={spec.embedding_dtype.value} (FBGEMM's trained tables: fp32 "
                              "or fp16)")
     if spec.output_dtype not in (None, DType.FP32, DType.FP16, DType.BF16):
         raise DistscopeError(f"{where}: output_dtype={spec.output_dtype.value} (fp32, fp16 or bf16)")
+    if spec.dense_grad_dtype not in (DType.FP32, DType.FP16, DType.BF16):
+        raise DistscopeError(f"{where}: dense_grad_dtype={spec.dense_grad_dtype.value} (fp32, fp16 or bf16)")
     if spec.dense_dtype not in (DType.FP32, DType.TF32, DType.FP16, DType.BF16):
         raise DistscopeError(f"{where}: dense_dtype={spec.dense_dtype.value} (fp32, tf32, fp16 or bf16)")
     if spec.interaction is Interaction.DOT:
