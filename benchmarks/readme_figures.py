@@ -90,20 +90,25 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{module_accuracy:max_abs_error_pct:.1f}%",
      "`python benchmarks/module_accuracy.py`"),
     ("diffusion inference (`serve diffusion`: SDXL and SD 1.5 from diffusers on the meta device, patch parallelism) "
-     "against fal.ai's end-to-end latencies on one A100 and DistriFusion's SDXL 3840x3840 speed-ups on 2/4/8 A100s "
-     "(`data/evidence/diffusion_runs.csv`; nothing fitted to them)",
+     "against fal.ai's end-to-end latencies on one A100 and DistriFusion's SDXL latencies and speed-ups at 1024, "
+     "2048 and 3840 pixels on 1/2/4/8 A100s (`data/evidence/diffusion_runs.csv`; nothing fitted to them)",
      "mean abs error {diffusion_accuracy:mean_abs_error_pct:.1f}% over {diffusion_accuracy:rows} rows, max "
-     "{diffusion_accuracy:max_abs_error_pct:.1f}% (target 15% over 10 runs: not met); DistriFusion speed-ups "
-     "{diffusion_accuracy:per_row.D1-SDXL-3840-2GPU.predicted:.2f}/{diffusion_accuracy:per_row.D1-SDXL-3840-4GPU.predicted:.2f}/"
+     "{diffusion_accuracy:max_abs_error_pct:.1f}% (target 15% over 10 runs: not met). DistriFusion (PyTorch 2.2, "
+     "FlashAttention-2): {diffusion_accuracy:distrifusion_mean_abs_error_pct:.1f}% over its 12 rows; one-GPU "
+     "latency {diffusion_accuracy:per_row.D1-SDXL-1024-1GPU.error_pct:+.1f}% / "
+     "{diffusion_accuracy:per_row.D1-SDXL-2048-1GPU.error_pct:+.1f}% / "
+     "{diffusion_accuracy:per_row.D1-SDXL-3840-1GPU.error_pct:+.1f}% at 1024 / 2048 / 3840 pixels; 3840-pixel "
+     "speed-ups {diffusion_accuracy:per_row.D1-SDXL-3840-2GPU.predicted:.2f}/"
+     "{diffusion_accuracy:per_row.D1-SDXL-3840-4GPU.predicted:.2f}/"
      "{diffusion_accuracy:per_row.D1-SDXL-3840-8GPU.predicted:.2f}x predicted vs measured "
      "{diffusion_accuracy:per_row.D1-SDXL-3840-2GPU.measured:.1f}/{diffusion_accuracy:per_row.D1-SDXL-3840-4GPU.measured:.1f}/"
-     "{diffusion_accuracy:per_row.D1-SDXL-3840-8GPU.measured:.1f}x "
-     "({diffusion_accuracy:distrifusion_speedup_mean_abs_error_pct:.1f}% mean); SDXL 1024x1024 eager "
+     "{diffusion_accuracy:per_row.D1-SDXL-3840-8GPU.measured:.1f}x, 1024-pixel ones "
+     "{diffusion_accuracy:per_row.D1-SDXL-1024-8GPU.error_pct:+.0f}% at 8 GPUs. fal.ai (PyTorch 2.1, whose SDPA "
+     "was FlashAttention-1, priced as FlashAttention-2): SDXL eager "
      "{diffusion_accuracy:per_row.F1-SDXL-A100-EAGER.error_pct:+.1f}%, compiled with a channels-last UNet "
      "{diffusion_accuracy:per_row.F1-SDXL-A100-COMPILED-CL.error_pct:+.1f}%; SD 1.5 eager "
      "{diffusion_accuracy:per_row.F1-SD15-A100-EAGER.error_pct:+.1f}%, channels-last "
-     "{diffusion_accuracy:per_row.F1-SD15-A100-COMPILED-CL.error_pct:+.1f}% (PyTorch 2.1's FlashAttention-1 priced as "
-     "FlashAttention-2)",
+     "{diffusion_accuracy:per_row.F1-SD15-A100-COMPILED-CL.error_pct:+.1f}%",
      "`python benchmarks/diffusion_accuracy.py`"),
     ("embedding sharding planner (`plan --model dlrm:...`) vs TorchRec 1.8.0's own EmbeddingShardingPlanner on the "
      "same tables and clusters, both plans priced by distscope's step model: the MLPerf DLRM-DCNv2 tables and "

@@ -249,7 +249,11 @@ def _anchors(fam: str, dt: DType, kernel: str, causal: bool, pss: str) -> list[t
 
 def attention_efficiency(device_name: str, dtype: DType, kernel: str, causal: bool, head_dim: float, seq: float,
                          pss: str) -> float:
-    """Achieved fraction of the dtype's dense peak of one fused-attention pass ('fwd' or 'bwd')."""
+    """Achieved fraction of the dtype's dense peak of one fused-attention pass ('fwd' or 'bwd'). FP16 reads
+    the BF16 rows: the two have one tensor-core rate and FlashAttention and cuDNN run one kernel template
+    for both (FlashAttention-2's own benchmarks, the source of several rows, are FP16)."""
+    if dtype is DType.FP16:
+        dtype = DType.BF16
     fam = _own_families(device_name)[1]
     fam = ATTENTION_DIE.get(fam, fam)
     ref = _measured(REFERENCE_FAMILY, dtype, kernel, causal, pss, head_dim, seq)
