@@ -115,7 +115,24 @@ def test_cli_json_has_one_run_per_mode_and_gpu_count(capsys) -> None:  # type: i
     assert runs[0]["speedup"] == 1.0 and runs[1]["exchange_bytes_per_step"] > 0
 
 
+def test_a_decode_is_added_whole_at_every_gpu_count(capsys) -> None:  # type: ignore[no-untyped-def]
+    """--vae: one decode after the loop on every GPU, not split: it adds the same seconds at each count and
+    caps the speed-up (Amdahl), as DistriFusion's pipeline runs it."""
+    flags = ("--model", REF, "--input", "x:2x4x64x64:fp16,ctx:2x77x768:fp16", "--gpus", "1,4", "--json")
+    code, out = _cli(capsys, *flags)
+    plain = json.loads(out)["runs"]
+    code, out = _cli(capsys, *flags, "--vae", f"torch:{ROOT}/examples/modules/tiny_denoiser.py:denoiser",
+                     "--vae-input", "z:1x4x64x64:fp16,ctx:1x77x768:fp16")
+    res = json.loads(out)
+    assert code == 0 and res["decode_s"] > 0
+    for a, b in zip(plain, res["runs"], strict=True):
+        assert b["latency_s"] == pytest.approx(a["latency_s"] + res["decode_s"]) and b["decode_s"] == res["decode_s"]
+    assert 1.0 < res["runs"][1]["speedup"] < plain[1]["speedup"]
+
+
 @pytest.mark.parametrize(("args", "says"), [
+    (("--vae-input", "z:1x4x64x64:fp16"), "give --vae too"),
+    (("--vae", "sdxl"), "torch:FILE.py:FACTORY"),
     (("--model", "llama3-8b"), "torch:FILE.py:FACTORY"),
     (("--gpus", "1,3"), "even GPU count"),
     (("--gpus", "two"), "comma list of positive integers"),

@@ -256,13 +256,15 @@ def patch_step(graph: ModuleGraph, cluster: Cluster, plan: PatchPlan, out_bytes:
 class DiffusionLatency:
     plan: PatchPlan
     step: PatchStep
-    latency_s: float  # the denoising loop: sync_steps blocking steps, the rest overlapped
+    latency_s: float  # the denoising loop (sync_steps blocking steps, the rest overlapped) and the decode
     speedup: float = 1.0  # over the 1-GPU latency of the same sweep
+    decode_s: float = 0.0  # one VAE decode after the loop, whole on every GPU (part of latency_s)
 
     def to_dict(self) -> dict[str, Any]:
         s = self.step
         return {"gpus": self.plan.gpus, "patches": self.plan.patches, "mode": self.plan.mode.value,
                 "steps": self.plan.steps, "sync_steps": self.plan.sync_steps, "latency_s": self.latency_s,
+                "decode_s": self.decode_s,
                 "speedup": self.speedup, "efficiency": self.speedup / self.plan.gpus,
                 "compute_s_per_step": s.compute_s, "exchange_bytes_per_step": s.exchange_bytes,
                 "async_comm_s_per_step": s.async_comm_s, "sync_comm_s_per_step": s.sync_comm_s,
@@ -275,11 +277,19 @@ def latency(step: PatchStep, plan: PatchPlan) -> float:
     return k * step.sync_step_s + (plan.steps - k) * step.async_step_s
 
 
+def decode_s(graph: ModuleGraph, device: Device, cuda_graph: bool) -> float:
+    """One forward of a decoder (the VAE after the loop) on one GPU: its GPU time, at least its eager host
+    time without a CUDA graph."""
+    gpu = sum(op_s(op, device, graph) for op in graph.ops)
+    return gpu if cuda_graph else max(gpu, len(graph.ops) * host.OP_S)
+
+
 def sweep(trace: Callable[[tuple[InputSpec, ...]], ModuleGraph], inputs: tuple[InputSpec, ...],
-          cluster: Cluster, plans: Sequence[PatchPlan], progress: Callable[[], None] | None = None
-          ) -> list[DiffusionLatency]:
-    """Latency of each plan (one trace per distinct patch shape), and its speed-up over the same
-    settings on one GPU."""
+          cluster: Cluster, plans: Sequence[PatchPlan], progress: Callable[[], None] | None = None,
+          decode: float = 0.0) -> list[DiffusionLatency]:
+    """Latency of each plan (one trace per distinct patch shape) with `decode` seconds of VAE decode after
+    the loop (not split: DistriFusion's pipeline decodes the whole image on every rank, which caps the
+    speed-up as Amdahl's law does), and its speed-up over the same settings on one GPU."""
     graphs: dict[tuple[InputSpec, ...], ModuleGraph] = {}
 
     def run(plan: PatchPlan) -> DiffusionLatency:
@@ -290,7 +300,7 @@ def sweep(trace: Callable[[tuple[InputSpec, ...]], ModuleGraph], inputs: tuple[I
                 progress()
         x = local[0]
         step = patch_step(graphs[local], cluster, plan, math.prod(x.shape) * x.dtype.bytes)
-        return DiffusionLatency(plan, step, latency(step, plan))
+        return DiffusionLatency(plan, step, latency(step, plan) + decode, decode_s=decode)
 
     one = {p.mode: run(dataclasses.replace(p, gpus=1)).latency_s for p in plans}
     return [dataclasses.replace(r, speedup=one[r.plan.mode] / r.latency_s) for r in map(run, plans)]

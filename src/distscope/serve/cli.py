@@ -410,13 +410,17 @@ def diffusion_cmd(
     pcpp_ratio: Annotated[float, typer.Option("--pcpp-ratio", help="PCPP: fraction of each neighbouring patch a patch attends to.")] = 0.5,
     cfg_split: Annotated[bool, typer.Option("--cfg-split/--no-cfg-split", help="Run the conditional and unconditional halves on two GPU groups.")] = True,
     cuda_graph: Annotated[bool, typer.Option("--cuda-graph/--eager", help="Replay each step as a CUDA graph (no host bound), as DistriFusion does.")] = True,
+    vae: Annotated[str | None, typer.Option("--vae", help="A decoder run once after the loop, whole on every GPU (not split), e.g. torch:examples/modules/sdxl.py:vae_decoder.")] = None,
+    vae_input: Annotated[str | None, typer.Option("--vae-input", help="The decoder's latent name:shape:dtype[:layout], e.g. z:1x4x128x128:tf32:nchw (SDXL decodes in fp32).")] = None,
     as_json: S.JsonOpt = False,
 ) -> None:
     """Latency and speed-up of one image's denoising loop split into patches over GPUs (DistriFusion,
-    PCPP): compute per patch, the activations exchanged per step, overlapped or synchronous."""
+    PCPP): compute per patch, the activations exchanged per step, overlapped or synchronous; with --vae the
+    decode after the loop, which is not split and caps the speed-up."""
     from distscope.serve.diffusion_cli import DiffusionFlags
     from distscope.serve.diffusion_cli import diffusion_cmd as run
 
     run(DiffusionFlags(model=model, input=input, cluster=cluster, gpus=gpus, modes=mode, steps=steps,
-                       warmup_steps=warmup_steps, pcpp_ratio=pcpp_ratio, cfg_split=cfg_split, cuda_graph=cuda_graph),
+                       warmup_steps=warmup_steps, pcpp_ratio=pcpp_ratio, cfg_split=cfg_split, cuda_graph=cuda_graph,
+                       vae=vae, vae_input=vae_input),
         as_json=as_json)

@@ -23,6 +23,8 @@ class DiffusionFlags:
     pcpp_ratio: float
     cfg_split: bool
     cuda_graph: bool
+    vae: str | None = None  # a decoder module priced once after the loop, on every GPU (not split)
+    vae_input: str | None = None
 
 
 def _gpu_counts(text: str) -> list[int]:
@@ -38,7 +40,7 @@ def _gpu_counts(text: str) -> list[int]:
 def diffusion_sweep(f: DiffusionFlags, progress: Any = None) -> dict[str, Any]:
     """Every (mode, GPU count) of the flags, as one JSON-ready dict (one line on bad input)."""
     from distscope.enums import parse_list
-    from distscope.model.patch_parallel import PatchMode, PatchPlan, sweep
+    from distscope.model.patch_parallel import PatchMode, PatchPlan, decode_s, sweep
     from distscope.scenario import SystemFlags, build_cluster
     from distscope.workload.module_graph import is_module_ref, parse_inputs, trace_ref
 
@@ -57,8 +59,18 @@ def diffusion_sweep(f: DiffusionFlags, progress: Any = None) -> dict[str, Any]:
     cluster = build_cluster(SystemFlags(cluster=f.cluster, gpus=max(counts)))
     plans = [PatchPlan(gpus=g, mode=m, steps=f.steps, warmup_steps=f.warmup_steps, cfg_split=f.cfg_split,
                        pcpp_ratio=f.pcpp_ratio, cuda_graph=f.cuda_graph) for m in modes for g in counts]
-    runs = sweep(lambda x: trace_ref(f.model, x, inference=True), inputs, cluster, plans, progress)
+    decode = 0.0
+    if f.vae is not None:
+        if not is_module_ref(f.vae) or not f.vae_input:
+            raise DistscopeError(f"--vae {f.vae!r}: give the decoder as torch:FILE.py:FACTORY and its latent with "
+                                 "--vae-input (e.g. --vae torch:examples/modules/sdxl.py:vae_decoder --vae-input "
+                                 "z:1x4x128x128:tf32:nchw)")
+        decode = decode_s(trace_ref(f.vae, parse_inputs(f.vae_input), inference=True), cluster.device, f.cuda_graph)
+    elif f.vae_input is not None:
+        raise DistscopeError("--vae-input is the decoder's latent: give --vae too")
+    runs = sweep(lambda x: trace_ref(f.model, x, inference=True), inputs, cluster, plans, progress, decode)
     return {"model": f.model, "input": f.input, "cluster": cluster.name, "device": cluster.device.name,
+            "vae": f.vae, "vae_input": f.vae_input, "decode_s": decode,
             "steps": f.steps, "warmup_steps": f.warmup_steps, "cfg_split": f.cfg_split, "cuda_graph": f.cuda_graph,
             "pcpp_ratio": f.pcpp_ratio, "runs": [r.to_dict() for r in runs]}
 
@@ -87,3 +99,6 @@ def diffusion_cmd(f: DiffusionFlags, *, as_json: bool) -> None:
     out.print(t)
     out.print("comm ms/step: the overlapped exchange of a step (a step takes the larger of it and the compute); "
               "sync steps block on one collective per layer", markup=False)
+    if f.vae is not None:
+        out.print(f"latency includes one decode of {res['decode_s']:.3f} s after the loop ({f.vae}), whole on every "
+                  "GPU: it is not split, so it caps the speed-up", markup=False)

@@ -18,13 +18,10 @@ from typing import Any
 
 from distscope.enums import parse_list
 from distscope.errors import DistscopeError
-from distscope.model import host
-from distscope.model.module_estimate import op_s
-from distscope.model.patch_parallel import PatchMode, PatchPlan, sweep
+from distscope.model.patch_parallel import PatchMode, PatchPlan, decode_s, sweep
 from distscope.scenario import SystemFlags, build_cluster
-from distscope.system.device import Device
 from distscope.userfile import read_csv
-from distscope.workload.module_graph import ModuleGraph, parse_inputs, trace_ref
+from distscope.workload.module_graph import parse_inputs, trace_ref
 
 COLUMNS = ("run_id", "source", "model", "input", "cluster", "gpus", "mode", "steps", "cfg_split", "cuda_graph",
            "metric", "measured")
@@ -48,12 +45,6 @@ def _ref(ref: str, root: Path) -> str:
     return f"torch:{root / ref.removeprefix('torch:')}" if ref.startswith("torch:") else ref
 
 
-def _forward_s(graph: ModuleGraph, device: Device, cuda_graph: bool) -> float:
-    """One forward of `graph`: its GPU time, at least its eager host time without a CUDA graph."""
-    gpu = sum(op_s(op, device, graph) for op in graph.ops)
-    return gpu if cuda_graph else max(gpu, len(graph.ops) * host.OP_S)
-
-
 def _flag(row: dict[str | None, Any], col: str, where: str) -> bool:
     v = row[col].strip().lower()
     if v not in ("true", "false"):
@@ -73,13 +64,13 @@ def predict_row(row: dict[str | None, Any], root: Path, where: str) -> Diffusion
                      steps=int(row["steps"]), cfg_split=_flag(row, "cfg_split", where),
                      cuda_graph=_flag(row, "cuda_graph", where))
     model = _ref(row["model"], root)
-    run = sweep(lambda x: trace_ref(model, x, inference=True), parse_inputs(row["input"]), cluster, [plan])[0]
-    vae_s = 0.0  # one decode after the loop, on one GPU (every rank decodes the whole image: not parallel)
+    vae = 0.0
     if (row.get("vae") or "").strip():
-        vae = trace_ref(_ref(row["vae"], root), parse_inputs(row.get("vae_input")), inference=True)
-        vae_s = _forward_s(vae, cluster.device, plan.cuda_graph)
-    one_gpu = run.latency_s * run.speedup
-    predicted = (one_gpu + vae_s) / (run.latency_s + vae_s) if row["metric"] == "speedup" else run.latency_s + vae_s
+        graph = trace_ref(_ref(row["vae"], root), parse_inputs(row.get("vae_input")), inference=True)
+        vae = decode_s(graph, cluster.device, plan.cuda_graph)
+    run = sweep(lambda x: trace_ref(model, x, inference=True), parse_inputs(row["input"]), cluster, [plan],
+                decode=vae)[0]
+    predicted = run.speedup if row["metric"] == "speedup" else run.latency_s
     return DiffusionRowResult(run_id=row["run_id"], source=row["source"], metric=row["metric"],
                               measured=float(row["measured"]), predicted=predicted)
 
