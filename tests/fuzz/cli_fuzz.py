@@ -42,7 +42,9 @@ SPAWNING = {"measure collectives", "measure algorithms", "measure log", "measure
 SEEDS: dict[str, list[list[str]]] = {
     "estimate": [[], ["--model", "llama3-70b", "--gpus", "64", "--tp", "4", "--pp", "4", "--vp", "5",
                       "--global-batch", "128", "--seq", "8192", "--json"],
-                 ["--model", "mixtral-8x7b", "--gpus", "16", "--tp", "2", "--ep", "4", "--json"]],
+                 ["--model", "mixtral-8x7b", "--gpus", "16", "--tp", "2", "--ep", "4", "--json"],
+                 ["--model", "dlrm:data/evidence/dlrm/mlperf_dlrm_v1.yaml", "--cluster", "dgx-a100", "--gpus", "16",
+                  "--global-batch", "71680", "--sharding", "hugectr:hybrid:frequent=50000:infrequent=4480", "--json"]],
     "plan": [["--model", "llama3-8b", "--gpus", "8", "--global-batch", "32", "--simulate-top", "0", "--top", "2"],
              ["--model", "gpt3-1.3b", "--cluster", "dgx-a100", "--gpus", "16", "--simulate-top", "0", "--json"]],
     "trace generate": [["--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--pp", "2", "--symmetric"]],

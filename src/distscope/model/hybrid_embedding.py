@@ -16,19 +16,20 @@ A category is frequent when its count over the statistics batches reaches HugeCT
 
     count ≥ iterations · nodes · (a2a_bw / ar_bw) · efficiency_bandwidth_ratio · nodes / (nodes − 1)
 
-so F and I are properties of the data at that threshold. NVIDIA's configs publish I: the buffer argument
-`max_num_infrequent_samples`, "mean num of infrequent plus 10-sigma guardband" (e.g. 29120+1707 for
-8 DGX A100 nodes). F is not published; `frequent_bound` gives the most categories that can clear the
-threshold (the frequent lookups of the statistics window, divided by the threshold), no more than the
-frequent buffer HugeCTR allocates (`max_num_frequent_categories` times the batch). Rows priced at that
-bound are priced at an upper bound of the all-reduce and the frequent update.
+so F and I are properties of the data at that threshold, and no config or log publishes either. The
+configs' `max_num_infrequent_samples` ("mean num of infrequent plus 10-sigma guardband", e.g. 16640+1290
+on 14 DGX A100 nodes) is a buffer: 16640 is the per-GPU lookup count 640 x 26, 1290 ten times its square
+root. `frequent_bound` gives the most categories that can clear the threshold (the statistics window's
+frequent lookups divided by the threshold), no more than a buffer the caller names; validate/dlrm_rows.py
+prices the published runs at both ends, F = 0 and that bound.
 
 model/embedding_cost.py prices it per rank (N ranks, b = B/N samples, P = ids per sample over all tables,
 T tables, d the dim, e the pooled dtype's bytes, q = I / (B·P) the infrequent share of lookups):
 - lookups forward: b·P·(1 − q) frequent ids into b·T pooled rows, and I/N infrequent ids served;
   backward: the same ids' gradient traffic (embedding_cost.lookup_bytes);
-- all-to-all: I/N rows of d·e bytes each way, of which (N − 1)/N leave the rank; no id exchange (every
-  GPU computes the indices of the whole batch, `use_train_precompute_indices`);
+- all-to-all: I/N rows of d·e bytes each way, as HugeCTR's hierarchical one: (L − 1)/L of them to the
+  node's other GPUs over NVLink, then (H − 1)/H across the H nodes, one exchange per local rank (L GPUs per
+  node); no id exchange (every GPU computes the indices of the whole batch, `use_train_precompute_indices`);
 - all-reduce: F·d·e with the dense gradients; optimizer: the F rows updated on every rank;
 - memory: F rows plus (R − F)/N of the infrequent rows, R the rows of all tables.
 """
