@@ -59,8 +59,7 @@ def shardings_for(spec: DlrmSpec, cluster: Cluster, sharding: str | None, global
     if sharding.endswith((".yaml", ".yml")):
         return load_sharding(sharding, spec, cluster), sharding
     if sharding.startswith(hybrid_embedding.PREFIX):
-        hybrid = hybrid_embedding.HybridEmbedding.parse(sharding)
-        hybrid.check(spec, global_batch)
+        hybrid = hybrid_embedding.HybridEmbedding.parse(sharding)  # checked against the tables when priced
         return hybrid, f"HugeCTR's hybrid embedding ({hybrid.frequent:,} frequent categories, {hybrid.infrequent:,.0f} " \
             "infrequent lookups per batch)"
     if sharding.startswith("hugectr:"):
