@@ -278,10 +278,9 @@ def latency(step: PatchStep, plan: PatchPlan) -> float:
 
 
 def decode_s(graph: ModuleGraph, device: Device, cuda_graph: bool) -> float:
-    """One forward of a decoder (the VAE after the loop) on one GPU: its GPU time, at least its eager host
-    time without a CUDA graph."""
-    gpu = sum(op_s(op, device, graph) for op in graph.ops)
-    return gpu if cuda_graph else max(gpu, len(graph.ops) * host.OP_S)
+    """One forward of a decoder (the VAE after the loop) on one GPU: a one-GPU step's compute (its GPU
+    time, at least its eager host time without a CUDA graph)."""
+    return _compute_s(graph, device, PatchPlan(1, cuda_graph=cuda_graph))
 
 
 def sweep(trace: Callable[[tuple[InputSpec, ...]], ModuleGraph], inputs: tuple[InputSpec, ...],

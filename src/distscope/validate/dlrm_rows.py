@@ -22,7 +22,7 @@ from distscope.system.device import get_device
 from distscope.system.presets import get_cluster
 from distscope.system.topology import Cluster
 from distscope.userfile import read_csv
-from distscope.workload.embedding import load_dlrm
+from distscope.workload.embedding import DlrmSpec, load_dlrm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,12 @@ def row_cluster(row: Mapping[Any, Any], root: Path, measured_kernels: bool = Tru
     return apply_profile(c, prof)
 
 
+def _row_spec(row: Mapping[Any, Any], root: Path) -> DlrmSpec:
+    """The row's model: a tables file relative to `root` (the repository), or a preset (dlrm:mlperf-dcnv2)."""
+    name = row["model"]
+    return load_dlrm(name.replace("dlrm:", f"dlrm:{root}/", 1) if name.endswith((".yaml", ".yml")) else name)
+
+
 def predict_file(path: str | Path, root: Path, measured_kernels: bool = True) -> list[DlrmRowResult]:
     """Every row of `path`; tables, sharding and kernel files are named relative to `root` (the
     repository). Rows that share tables, cluster, batch and sharding are priced once. `measured_kernels`
@@ -67,8 +73,7 @@ def predict_file(path: str | Path, root: Path, measured_kernels: bool = True) ->
         key = (r["model"], r["cluster"], r.get("device") or "", r.get("kernels") or "", r["gpus"], r["global_batch"],
                r["sharding"])
         if key not in priced:
-            name = r["model"]  # a tables file relative to the repository, or a preset (dlrm:mlperf-dcnv2)
-            spec = load_dlrm(name.replace("dlrm:", f"dlrm:{root}/", 1) if name.endswith((".yaml", ".yml")) else name)
+            spec = _row_spec(r, root)
             c = row_cluster(r, root, measured_kernels)
             gb = int(r["global_batch"])
             named = r["sharding"]
@@ -113,19 +118,20 @@ def hybrid_brackets(runs: str | Path, configs: str | Path, root: Path) -> list[H
     out = []
     for where, c in mappings(raw.get("configs") if isinstance(raw, dict) else None, "configs", _HYBRID_KEYS,
                              str(configs)):
-        thr = threshold(int_field(c, "iterations", where), int_field(c, "nodes", where),
+        iterations = int_field(c, "iterations", where)
+        thr = threshold(iterations, int_field(c, "nodes", where),
                         num_field(c, "a2a_bw", where), num_field(c, "ar_bw", where),
                         num_field(c, "efficiency_ratio", where))
         for run_id in c.get("rows") or []:
             if run_id not in by_id:
                 raise DistscopeError(f"{where}: row {run_id!r} is not in {runs}")
             r = by_id[run_id]
-            spec = load_dlrm(r["model"].replace("dlrm:", f"dlrm:{root}/", 1))
+            spec = _row_spec(r, root)
             cluster = row_cluster(r, root)
             gb, n = int(r["global_batch"]), int(r["gpus"])
             per_sample = sum(t.pooling for t in spec.tables)
             infrequent = gb * per_sample / n  # max_num_infrequent_samples' mean: b x tables
-            bound = frequent_bound(gb, per_sample, 0.0, thr, int_field(c, "iterations", where), float("inf"))
+            bound = frequent_bound(gb, per_sample, 0.0, thr, iterations, float("inf"))
             low, high = (estimate_dlrm(spec, cluster, HybridEmbedding(frequent=f, infrequent=infrequent),
                                        global_batch=gb).step_time_s * 1e3 for f in (0, bound))
             out.append(HybridBracket(run_id=run_id, measured_ms=float(r["measured_step_ms"]), low_ms=low,
