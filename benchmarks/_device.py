@@ -37,7 +37,8 @@ HOSTS = {
 # every session folder, in the order they were made (their run ids' D1, D2, ...), and the name of its
 # benchmarks/results/ file (device_check.py)
 SESSIONS = {"nvidia-h200-2026-11-26": "device_check_h200", "nvidia-h100-2026-11-26": "device_check_h100",
-            "nvidia-h100-2026-11-27": "device_check_h100_2026_11_27"}
+            "nvidia-h100-2026-11-27": "device_check_h100_2026_11_27",
+            "nvidia-h200-2026-11-27": "device_check_h200_2026_11_27"}
 
 
 def sessions() -> list[Path]:

@@ -248,6 +248,25 @@ def test_convolutions_and_group_norms_carry_their_patch_boundary_bytes() -> None
     assert conv3.in_bytes == 2 * 4 * 16 * 24 * 2
     assert conv1.exchange_bytes == 0  # no padding: nothing crosses a patch boundary
     assert gn.exchange_bytes == 2 * 2 * 32 * 2  # mean and mean-square per (sample, group)
+    assert gn.reduce_rows == 2 * 32 and conv3.reduce_rows == 0  # the statistics kernel's (sample, group) rows
+
+
+def test_group_norm_statistics_run_at_a_per_row_rate() -> None:
+    """A group norm forward over few (sample, group) rows costs its statistics pass at the per-row rate, far
+    above the streaming price of its bytes; more rows (a larger batch) spread the same bytes faster."""
+    from distscope.model.module_estimate import op_s
+    from distscope.system.device import get_device
+
+    dev = get_device("h200-sxm-141gb")
+
+    def gn_s(batch: int) -> float:
+        g = trace_module(lambda: nn.GroupNorm(32, 128), parse_inputs(f"x:{batch}x128x256x256:fp16:nchw"), "gn",
+                         inference=True)
+        return op_s(next(o for o in g.ops if o.reduce_rows), dev, g)
+
+    one, sixteen = gn_s(1), gn_s(16)
+    assert one > 5 * (3 * 128 * 256 * 256 * 2 / dev.hbm_Bps)  # 32 rows: latency-bound blocks, not HBM
+    assert sixteen < 16 * one / 2  # 512 rows: the same bytes per row move at least twice as fast
 
 
 def test_recompute_keeps_child_inputs_and_one_childs_saved_tensors() -> None:

@@ -103,18 +103,40 @@ NATIVE_BATCH_NORMS = frozenset({"native_batch_norm", "_native_batch_norm_legit",
 NCHW_BN_MEM_ETA = 0.58
 
 
+# PyTorch's group norm forward (aten/src/ATen/native/cuda/group_norm_kernel.cu) reduces its statistics in
+# RowwiseMomentsCUDAKernel: one thread block per (sample, group) row, which walks its row an element per
+# thread at a time. Stable Diffusion's group norms have 32 groups at batch 1-2: 32-64 blocks on a 132-SM GPU,
+# so the pass runs at the blocks' latency-bound rate, not HBM's. Measured with nn.GroupNorm(32, C), fp16 NCHW
+# (data/device/nvidia-h200-2026-11-27 and nvidia-h100-2026-11-27, device_probe's group_norm section; the
+# normalising pass at the streaming rate taken off): 1.15-1.17e9 elements/s per row for rows of 2-33 M
+# elements (past the L2), the same on both GPUs; per row it falls as rows share SMs, to 0.82 at 256 rows and
+# 0.61-0.68 at 512, which rate · rows / (1 + rows / GN_ROWS_SAT) follows with GN_ROWS_SAT = 630. Elements, not
+# bytes: the kernel loads one element per thread per step, so fp32 is assumed to run at the same element rate
+# (not measured). Channels-last group norm measured 1.3-2.4x its NCHW time (not priced: PyTorch converts
+# layouts around the kernel). Other GPUs (A100 included) are assumed to run at the Hopper rate: not measured.
+GN_ROW_ELEMS_PER_S = 1.16e9
+GN_ROWS_SAT = 630.0
+
+
+def group_norm_stats_s(elements: float, rows: int) -> float:
+    """Seconds of a group norm forward's statistics pass over `elements` in `rows` (sample, group) rows, one
+    thread block each: elements / (r · rows / (1 + rows / GN_ROWS_SAT)), r = GN_ROW_ELEMS_PER_S (above)."""
+    return elements * (1.0 + rows / GN_ROWS_SAT) / (rows * GN_ROW_ELEMS_PER_S)
+
+
 def layout_transform_bytes(op: Op, dtype: DType) -> float:
     """Bytes cuDNN's NCHW <-> NHWC transforms move around one tensor-core convolution of an NCHW model
-    (nchwToNhwcKernel / nhwcToNchwKernel): each activation the pass reads is transformed in and each it
-    writes transformed out (a read and a write each), the output gradient twice in the backward (its data
-    and weight gradients each take it); a 1x1 unit-stride convolution is a plain GEMM on NCHW and has none.
-    The H100's NCHW ResNet-50 TF32 step issued 151 and 65 of them per step for its 21 other convolutions."""
+    (nchwToNhwcKernel / nhwcToNchwKernel): every tensor the pass reads is transformed in and every one it
+    writes transformed out (a read and a write each), the weights (KCRS to KRSC) and the weight gradient
+    included, the output gradient twice in the backward (its data and weight gradients each take it); a
+    1x1 unit-stride convolution is a plain GEMM on NCHW and has none. The counts say the weights move too:
+    the H100's NCHW ResNet-50 TF32 step issued 151 and 65 of them per step for its 21 other convolutions
+    (7 in and 3 out per convolution: x and w forward, dy twice, w and x backward; y, dx and dw out), and the
+    H200's Stable Diffusion 1.5 UNet forward 101 in and 51 out for its 52 (data/device/nvidia-h200-2026-11-27,
+    diffusion: x and w in, y out), where its weights outweigh its activations 4 to 1 at batch 2."""
     if op.gemm is None or op.pointwise:
         return 0.0
-    weights = op.gemm[1] * op.gemm[2] * dtype.bytes
-    if op.phase is Phase.FORWARD:
-        return 2.0 * (op.bytes - weights)
-    return 2.0 * (op.bytes - 2.0 * weights + op.in_bytes)
+    return 2.0 * op.bytes if op.phase is Phase.FORWARD else 2.0 * (op.bytes + op.in_bytes)
 
 
 def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
@@ -134,6 +156,8 @@ def op_s(op: Op, device: Device, graph: ModuleGraph) -> float:
         return attention_s(op.attn, op.phase, device, dt)
     if op.kind is OpKind.ATTENTION:
         return op.flops / (device.flops(dt) * eff.FLASH_ETA_REL * eff.gemm_eta_max(device.name, dt)) + eff.KERNEL_S
+    if op.reduce_rows:  # a group norm forward: the statistics pass, then the normalising pass
+        return group_norm_stats_s(op.in_bytes / dt.bytes, op.reduce_rows) + eff.elementwise_s(device, op.bytes, 1)
     nbytes = op.bytes + REREADS.get(op.name, 0) * op.in_bytes
     if dt is DType.BF16 and op.name in NATIVE_BATCH_NORMS:
         return eff.elementwise_s(device, nbytes, 1) * eff.MEM_ETA / NATIVE_BN_MEM_ETA

@@ -33,7 +33,8 @@ patches. The mechanics follow distrifuser's code (github.com/mit-han-lab/distrif
   builds its padded input (`torch.cat` with the neighbours' rows, and `F.pad` at an image edge, which
   the slowest patch has); each group norm is the corrected asynchronous one in plain PyTorch ops
   (mean, square, mean, subtract, divide, scale, shift: 12 passes over the activation where the fused
-  kernel makes 2); each exchanged tensor is copied into the flat communication buffer.
+  kernel makes 2, and torch's reductions spread over many blocks, where nn.GroupNorm's statistics kernel
+  runs one block per group: module_estimate.group_norm_stats_s); each exchanged tensor is copied into the flat communication buffer.
 - **Every step** ends with a blocking all-gather of the output over all N GPUs (the patches and the
   CFG halves; its size is taken as the latent input's, as for a denoiser that predicts noise).
 
@@ -196,6 +197,10 @@ def _compute_s(graph: ModuleGraph, device: Device, plan: PatchPlan) -> float:
             assert op.attn is not None
             a = dataclasses.replace(op.attn, seq_kv=kv_rows(op.attn.seq_kv, plan))
             gpu += attention_s(a, op.phase, device, graph.dtype)
+        elif op.reduce_rows and plan.patches > 1 and plan.mode is not PatchMode.NAIVE:
+            # DistriGroupNorm, not nn.GroupNorm's kernel: torch's own reductions (split over many blocks) and
+            # element-wise ops; its passes beyond one read and write are _copies' GN_EXTRA_PASSES
+            gpu += eff.elementwise_s(device, op.bytes + op.in_bytes, 1)
         else:
             gpu += op_s(op, device, graph)
     return gpu if plan.cuda_graph else max(gpu, len(graph.ops) * host.OP_S)

@@ -110,6 +110,7 @@ class Op:
     groups: int = 1  # convolution: its channel groups
     pointwise: bool = False  # convolution: 1x1 at unit stride, a plain GEMM in either memory format
     winograd: bool = False  # convolution: ungrouped 3x3 at unit stride, the shape cuDNN's Winograd kernels take
+    reduce_rows: int = 0  # group norm forward: the (sample, group) rows its statistics kernel reduces, N·G
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -309,6 +310,11 @@ def _exchange_bytes(op: str, args: tuple[Any, ...]) -> float:
     return 0.0
 
 
+def _reduce_rows(op: str, args: tuple[Any, ...]) -> int:
+    """Op.reduce_rows: native_group_norm(input, weight, bias, N, C, HxW, group, eps) reduces N·group rows."""
+    return int(args[3]) * int(args[6]) if op == "native_group_norm" else 0
+
+
 def _fused_sdpa(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0, is_causal: bool = False,
                 scale: float | None = None, enable_gqa: bool = False) -> Any:
     """`F.scaled_dot_product_attention` as the one fused kernel a GPU runs (the memory-efficient op, which
@@ -406,7 +412,8 @@ def trace_module(factory: Callable[[], Any], inputs: tuple[InputSpec, ...], name
                               attn=_attn_shape(func, args, kwargs)))
             else:
                 ops.append(Op(op, OpKind.MEMORY, phase[0], 0.0, nbytes, module=where,
-                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]) if args else 0.0))
+                              exchange_bytes=_exchange_bytes(op, args), in_bytes=_nbytes(args[0]) if args else 0.0,
+                              reduce_rows=_reduce_rows(op, args)))
             return out
 
     saved = [0.0]
