@@ -174,3 +174,41 @@ def _batches(m: _Dlrm, dev: str, smoke: bool, t: Any) -> list[dict[str, Any]]:
               f"({row['kernels_per_step']:.0f} per step, {us / 1e3:.3f} ms profiled), graph "
               f"{row.get('graph_s', float('nan')) * 1e3:.3f} ms", flush=True)
     return rows
+
+
+# gather_sweep: (table GiB, row dims) and lookups per call; the table is one buffer, viewed per dim and dtype
+SWEEP_TABLE_GIB = (0.25, 1, 4, 16, 64)
+SWEEP_DIMS = (64, 128, 256)
+SWEEP_LOOKUPS = (180_000, 1_440_000)  # 26 one-hot tables at batch 6,912 and 55,296
+
+
+def gather_sweep(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    """Random-row gathers (`index_select`, an embedding lookup's forward) and scatter-adds (`index_add_`, a
+    sparse SGD update) of fp16 and fp32 rows over tables of 0.25-64 GiB: the rate a lookup reaches as the
+    table outgrows the GPU's TLB reach and its caches. Ids uniform over the table; timed behind a GPU spin."""
+    from device_probe import timer
+
+    t = timer(dev, 3, 10)
+    gib = 1 << 30
+    sizes = (1 / 1024,) if smoke else SWEEP_TABLE_GIB
+    buf = torch.zeros(int(max(sizes) * gib), device=dev, dtype=torch.uint8)
+    g = torch.Generator(device=dev).manual_seed(0)
+    rows = []
+    for dtype in (torch.float16, torch.float32):
+        for dim in (64,) if smoke else SWEEP_DIMS:
+            table = buf.view(dtype).view(-1, dim)
+            row_bytes = dim * table.element_size()
+            for size in sizes:
+                n_rows = int(size * gib) // row_bytes
+                for n in (1000,) if smoke else SWEEP_LOOKUPS:
+                    ids = torch.randint(0, n_rows, (n,), device=dev, generator=g)
+                    src = torch.ones(n, dim, device=dev, dtype=dtype)
+                    gather = t(lambda table=table, ids=ids: table.index_select(0, ids))
+                    scatter = t(lambda table=table, ids=ids, src=src: table.index_add_(0, ids, src, alpha=-0.01))
+                    moved = 2.0 * n * row_bytes  # rows read and written (gather), or read and read-modify-written
+                    rows.append({"dtype": str(dtype)[6:], "dim": dim, "row_bytes": row_bytes, "table_gib": size,
+                                 "lookups": n, "gather_s": gather, "index_add_s": scatter,
+                                 "gather_GBps": moved / gather / 1e9, "index_add_GBps": 1.5 * moved / scatter / 1e9})
+                    print(f"  {str(dtype)[6:]} dim {dim} table {size} GiB, {n} ids: gather "
+                          f"{moved / gather / 1e9:.0f} GB/s, index_add {1.5 * moved / scatter / 1e9:.0f} GB/s", flush=True)
+    return rows

@@ -34,7 +34,8 @@ Sections (each one's failure is recorded in the JSON and the next one still runs
   module_profile_layouts: the same for fp16 autocast and NCHW, as DeepLearningExamples' published runs.
 - dlrm_step (benchmarks/_probe_dlrm.py): MLPerf DLRM's training step on one GPU, eager, behind a GPU spin and
   as a CUDA graph, profiled; diffusion (benchmarks/_probe_diffusion.py): Stable Diffusion 1.5 / SDXL UNets and
-  the VAE decoder, fp16 inference, NCHW and channels-last, as a loop and behind a GPU spin, profiled.
+  the VAE decoder, fp16 inference, NCHW and channels-last, as a loop and behind a GPU spin, profiled;
+  gather_sweep: random-row index_select and index_add_ (fp16, fp32) over tables of 0.25-64 GiB.
 - host: host microseconds per eager call on tiny tensors (the GPU never the bottleneck): a raw op, a
   functional linear and an nn.Linear call, with and without bf16 autocast (model/host.py's OP_S).
 Timing: distscope measure kernels' timer (measure/kernels.py: CUDA events around back-to-back calls
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "examples" / "modules")]
 
 from _probe_diffusion import diffusion, diffusion_graph, group_norm  # noqa: E402, F401  (sections are looked up by name in main)
-from _probe_dlrm import dlrm_step  # noqa: E402, F401
+from _probe_dlrm import dlrm_step, gather_sweep  # noqa: E402, F401
 
 # (model, hidden, moe_intermediate): the routed experts of published MoE configs (HF config.json).
 MOE_SHAPES = (
@@ -659,7 +660,7 @@ def main() -> None:
     ap.add_argument("--sections", default="grouped_gemm,grouped_gemm_fp8,modules,codec,host,embedding_bag,fp8_scaling,mla_attention,conv,"
                     "conv_precision,grouped_conv,unet_conv,modules_precision,moe_layer,moe_stages,module_profile,"
                     "module_profile_layouts,moe_fused_permute,dlrm_step,diffusion,"
-                    "group_norm,diffusion_graph")
+                    "group_norm,diffusion_graph,gather_sweep")
     args = ap.parse_args()
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     result: dict[str, Any] = {
