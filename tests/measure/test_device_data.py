@@ -339,3 +339,21 @@ def test_diffusion_inference_gpu_time(data: Path, device: str) -> None:
     assert len(res) == 4
     for key, v in res.items():
         assert abs(v["gpu_error_pct"]) < 20.0, (key, v["gpu_error_pct"])
+
+
+@pytest.mark.parametrize("data, device, saved", [(H100_D3, H100, "device_check_h100_2026_11_27"),
+                                                 (H200_D4, H200, "device_check_h200_2026_11_27")])
+def test_device_check_results_are_current(data: Path, device: str, saved: str) -> None:
+    """The README's device figures are rendered from benchmarks/results/device_check_*.json; the model-side
+    comparisons of the probe-only sessions are recomputed here, so a model change that leaves them stale
+    fails (rerun `python benchmarks/device_check.py`)."""
+    probe = json.loads((data / "probe.json").read_text())
+    got = json.loads((ROOT / "benchmarks" / "results" / f"{saved}.json").read_text())
+    layers, workloads = _layers(), _workloads()
+    checks = {"module_profile": lambda: layers.module_profile(probe, device), "moe_layer": lambda: layers.moe(probe, device),
+              "group_norm": lambda: workloads.group_norm(probe, device),
+              "diffusion": lambda: workloads.diffusion(probe, device)}
+    present = [k for k in checks if k in probe]  # the check's name is its probe section's
+    assert present
+    for key in present:
+        assert json.loads(json.dumps(checks[key]())) == got[key], key
