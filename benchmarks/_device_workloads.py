@@ -108,3 +108,25 @@ def dlrm(probe: dict[str, Any], cluster: str) -> dict[str, Any]:
                      "model_vs_graph_pct": round(_pct(step, r["graph_s"]), 1),
                      "eager_us_per_kernel": round(r["eager_wall_s"] / r["kernels_per_step"] * 1e6, 1)})
     return {"rows": rows}
+
+
+def workload_checks(probe: dict[str, Any], device: str, cluster: str, result: dict[str, Any]) -> None:
+    """device_check's entries (and printed lines) for the sections this file compares, where measured."""
+    if "group_norm" in probe:
+        result["group_norm"] = group_norm(probe, device)
+        g = result["group_norm"]
+        print(f"group norm forward (NCHW fp16), model vs measured: {g['model']['signed_mean_pct']:+}% mean, "
+              f"{g['model']['mean_abs_pct']}% mean abs ({g['model']['min_pct']:+.0f}..{g['model']['max_pct']:+.0f}%); "
+              f"at the streaming rate alone {g['streaming_only']['signed_mean_pct']:+}% mean")
+    if "diffusion" in probe:
+        result["diffusion"] = diffusion(probe, device)
+        print("diffusion inference (NCHW fp16), kernel ms per call by category measured/model; GPU and eager:")
+        for k, v in result["diffusion"].items():
+            print(f"  {k:28s} " + ", ".join(f"{c} {v['measured_ms'][c]:.1f}/{v['model_ms'][c]:.1f}" for c in v["measured_ms"])
+                  + f"; GPU {v['gpu_measured_ms']:.1f}/{v['gpu_model_ms']:.1f} ({v['gpu_error_pct']:+.0f}%), eager "
+                  f"{v['eager_measured_ms']:.1f}/{v['latency_model_ms']:.1f} ({v['eager_error_pct']:+.0f}%)")
+    if "dlrm_step" in probe:
+        result["dlrm_step"] = dlrm(probe, cluster)
+        for r in result["dlrm_step"]["rows"]:
+            print(f"DLRM step on one GPU, b={r['batch']}: model {r['model_ms']} ms vs CUDA graph {r['graph_ms']} ms "
+                  f"({r['model_vs_graph_pct']:+}%), eager {r['eager_ms']} ms ({r['eager_us_per_kernel']} us per kernel)")

@@ -48,7 +48,7 @@ from typing import Any
 
 from _device import SESSIONS, Host, host, sessions
 from _device_layers import _pct, conv_layers, conv_pair_s, inference, module_profile, moe
-from _device_workloads import diffusion, dlrm, group_norm
+from _device_workloads import workload_checks
 from _results import save
 from distscope.compress.spec import GPU_QUANT_GBps
 from distscope.dtypes import DType
@@ -344,24 +344,7 @@ def check(data: Path) -> None:
               f"({inf['batch_ge_32']['min_pct']:+.0f}..{inf['batch_ge_32']['max_pct']:+.0f}%, {inf['batch_ge_32']['n']}); all "
               f"{inf['all']['mean_abs_pct']}% mean abs"
               + (f" (batch < 32 host-bound: down to {inf['all']['min_pct']:+.0f}%)" if inf["all"]["n"] > inf["batch_ge_32"]["n"] else ""))
-    if "group_norm" in probe:
-        result["group_norm"] = group_norm(probe, h.device)
-        g = result["group_norm"]
-        print(f"group norm forward (NCHW fp16), model vs measured: {g['model']['signed_mean_pct']:+}% mean, "
-              f"{g['model']['mean_abs_pct']}% mean abs ({g['model']['min_pct']:+.0f}..{g['model']['max_pct']:+.0f}%); "
-              f"at the streaming rate alone {g['streaming_only']['signed_mean_pct']:+}% mean")
-    if "diffusion" in probe:
-        result["diffusion"] = diffusion(probe, h.device)
-        print("diffusion inference (NCHW fp16), kernel ms per call by category measured/model; GPU and eager:")
-        for k, v in result["diffusion"].items():
-            print(f"  {k:28s} " + ", ".join(f"{c} {v['measured_ms'][c]:.1f}/{v['model_ms'][c]:.1f}" for c in v["measured_ms"])
-                  + f"; GPU {v['gpu_measured_ms']:.1f}/{v['gpu_model_ms']:.1f} ({v['gpu_error_pct']:+.0f}%), eager "
-                  f"{v['eager_measured_ms']:.1f}/{v['latency_model_ms']:.1f} ({v['eager_error_pct']:+.0f}%)")
-    if "dlrm_step" in probe:
-        result["dlrm_step"] = dlrm(probe, h.cluster)
-        for r in result["dlrm_step"]["rows"]:
-            print(f"DLRM step on one GPU, b={r['batch']}: model {r['model_ms']} ms vs CUDA graph {r['graph_ms']} ms "
-                  f"({r['model_vs_graph_pct']:+}%), eager {r['eager_ms']} ms ({r['eager_us_per_kernel']} us per kernel)")
+    workload_checks(probe, h.device, h.cluster, result)
     if "codec" in probe:
         result["codec"] = codec(probe)
         print(f"codec: {result['codec']}")
