@@ -26,10 +26,17 @@ def _cases(dev: str, smoke: bool) -> list[tuple[str, str, str, tuple[tuple[int, 
             ("vae-decoder", "sdxl", "vae_decoder", ((1, 4, 128, 128),))]
 
 
-def diffusion(dev: str, smoke: bool) -> list[dict[str, Any]]:
+def _build(file: str, factory: str, dev: str, dt: torch.dtype) -> torch.nn.Module:
+    """examples/modules/<file>.py's `factory`, its random weights made on the device (not in fp32 on the
+    host), in `dt`, in eval mode."""
     import importlib
 
-    from _probe_dlrm import _wall_s
+    with torch.device(dev):
+        return getattr(importlib.import_module(file), factory)().to(dev, dt).eval()
+
+
+def diffusion(dev: str, smoke: bool) -> list[dict[str, Any]]:
+    from _probe_dlrm import wall_s
     from device_probe import timer
 
     dt = torch.float16 if dev == "cuda" else torch.float32
@@ -40,8 +47,7 @@ def diffusion(dev: str, smoke: bool) -> list[dict[str, Any]]:
         key = (file, factory)
         if key not in built:
             built.clear()  # one model on the GPU at a time
-            with torch.device(dev):  # random weights made on the GPU, not in fp32 on the host
-                built[key] = getattr(importlib.import_module(file), factory)().to(dev, dt).eval()
+            built[key] = _build(file, factory, dev, dt)
         model = built[key]
         g = torch.Generator(device=dev).manual_seed(0)
         xs = [torch.randn(s, device=dev, dtype=dt, generator=g) for s in shapes]
@@ -55,7 +61,7 @@ def diffusion(dev: str, smoke: bool) -> list[dict[str, Any]]:
                     return model(*args)
 
             row: dict[str, Any] = {"model": name, "input": "x".join(map(str, shapes[0])), "dtype": str(dt)[6:],
-                                   "layout": layout, "wall_s": _wall_s(dev, call, 3 if smoke else 20),
+                                   "layout": layout, "wall_s": wall_s(dev, call, 3 if smoke else 20),
                                    "gpu_s": t(call)}
             if layout == "nchw":
                 row["kernels"] = _profile(call, dev)
@@ -115,15 +121,12 @@ def diffusion_graph(dev: str, smoke: bool) -> list[dict[str, Any]]:
     """The Stable Diffusion 1.5 and SDXL UNets (NCHW, fp16, batch 2) captured as one CUDA graph and replayed:
     their GPU time without the host's eager issue (what torch.compile's reduce-overhead mode and distrifuser
     run); beside it the eager loop again."""
-    import importlib
-
-    from _probe_dlrm import _wall_s
+    from _probe_dlrm import graph_s, wall_s
 
     dt = torch.float16 if dev == "cuda" else torch.float32
     rows = []
     for name, file, factory, shapes in _cases(dev, smoke)[:2]:
-        with torch.device(dev):
-            model = getattr(importlib.import_module(file), factory)().to(dev, dt).eval()
+        model = _build(file, factory, dev, dt)
         g = torch.Generator(device=dev).manual_seed(0)
         xs = [torch.randn(s, device=dev, dtype=dt, generator=g) for s in shapes]
 
@@ -132,20 +135,10 @@ def diffusion_graph(dev: str, smoke: bool) -> list[dict[str, Any]]:
                 return model(*xs)
 
         row: dict[str, Any] = {"model": name, "input": "x".join(map(str, shapes[0])), "dtype": str(dt)[6:],
-                               "layout": "nchw", "eager_wall_s": _wall_s(dev, call, 3 if smoke else 20)}
+                               "layout": "nchw", "eager_wall_s": wall_s(dev, call, 3 if smoke else 20)}
         if dev == "cuda":
             try:
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(3):
-                        call()
-                torch.cuda.current_stream().wait_stream(s)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    call()
-                row["graph_s"] = _wall_s(dev, graph.replay, 20)
-                del graph
+                row["graph_s"] = graph_s(call, 20)
             except Exception as e:  # a capture this build refuses: recorded
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)

@@ -88,7 +88,7 @@ class _Dlrm:
         return loss
 
 
-def _wall_s(dev: str, fn: Any, iters: int) -> float:
+def wall_s(dev: str, fn: Any, iters: int) -> float:
     """Seconds per call of a plain loop, synchronized once at the end (the host sets the pace if it is slower)."""
     for _ in range(3):
         fn()
@@ -102,18 +102,19 @@ def _wall_s(dev: str, fn: Any, iters: int) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def _graph_s(m: _Dlrm, iters: int) -> float:
-    """The step captured as one CUDA graph (warm-up on a side stream, as torch.cuda.graph's docs), replayed."""
+def graph_s(fn: Any, iters: int) -> float:
+    """Seconds per replay of `fn` captured as one CUDA graph (warm-up on a side stream, as torch.cuda.graph's
+    docs do)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):
-            m.step()
+            fn()
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        m.step()
-    return _wall_s("cuda", g.replay, iters)
+        fn()
+    return wall_s("cuda", g.replay, iters)
 
 
 def _profile(m: _Dlrm, dev: str) -> tuple[list[dict[str, Any]], float, float]:
@@ -160,13 +161,13 @@ def _batches(m: _Dlrm, dev: str, smoke: bool, t: Any) -> list[dict[str, Any]]:
         m.batch(b)
         row: dict[str, Any] = {"model": "mlperf-dlrm-v1", "batch": b, "dtype": str(m.dt).removeprefix("torch."),
                                "table_dtype": str(m.table.dtype).removeprefix("torch."), "pairs_by": m.pairs_by,
-                               "table_rows": sum(m.rows), "eager_wall_s": _wall_s(dev, m.step, 5 if smoke else 30),
+                               "table_rows": sum(m.rows), "eager_wall_s": wall_s(dev, m.step, 5 if smoke else 30),
                                "eager_gpu_s": t(m.step)}
         kernels, row["kernels_per_step"], us = _profile(m, dev)
         row["kernel_us_per_step"], row["top_kernels"] = us, kernels[:25]
         if dev == "cuda":
             try:
-                row["graph_s"] = _graph_s(m, 30)
+                row["graph_s"] = graph_s(m.step, 30)
             except Exception as e:  # a capture this build refuses: recorded, the eager figures stand
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)
