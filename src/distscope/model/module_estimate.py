@@ -12,8 +12,9 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
   table or the published FA2 curve for its head dim and sequence), forward or backward by phase; an
   attention op without a recorded shape, its FLOPs at FLASH_ETA_REL of the GEMM ceiling;
 - any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each; a
-  batch or group norm's bytes include the second read of its input its two-pass kernels make (REREADS);
-  a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM;
+  batch norm's bytes, and a group norm backward's, include the second read of its input their two-pass
+  kernels make (REREADS); a group norm forward's statistics pass runs one thread block per (sample, group)
+  row at a measured per-row rate (group_norm_stats_s), then its normalising pass streams; a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM;
 - an NCHW model (`--input x:...:bf16:nchw`; channels-last is the default): cuDNN's layout transforms around
   each tensor-core convolution that is not a 1x1 unit-stride GEMM (layout_transform_bytes), and cuDNN's
   NCHW batch norm at its element rate (NCHW_BN_MEM_ETA).
@@ -74,13 +75,14 @@ class ModuleEstimate:
                 "capacity_bytes": self.capacity_bytes, "feasible": self.feasible}
 
 
-# Batch and group norm read their activation twice: PyTorch's CUDA kernels first reduce the statistics,
-# then normalise (batch_norm_collect_statistics + batch_norm_elemt; group norm's RowwiseMoments then its
-# elementwise kernel), and the backward reduces over (dy, x) before a second pass writes dx
-# (batch_norm_backward_reduce + batch_norm_backward_elemt; group norm's ComputeInternalGradients then its
-# dx kernel). The traced op records each tensor once; these are the extra reads, in units of its first
-# argument (x forward, dy backward; x is as large). Layer norm keeps a row in registers: one pass forward.
-REREADS = {"native_batch_norm": 1, "cudnn_batch_norm": 1, "_native_batch_norm_legit": 1, "native_group_norm": 1,
+# Batch norm reads its activation twice: PyTorch's CUDA kernels first reduce the statistics, then normalise
+# (batch_norm_collect_statistics + batch_norm_elemt), and the backward reduces over (dy, x) before a second
+# pass writes dx (batch_norm_backward_reduce + batch_norm_backward_elemt; group norm's backward likewise:
+# ComputeInternalGradients, then its dx kernel). The traced op records each tensor once; these are the extra
+# reads, in units of its first argument (x forward, dy backward; x is as large). Layer norm keeps a row in
+# registers: one pass forward. A group norm forward's statistics pass is priced on its own
+# (group_norm_stats_s).
+REREADS = {"native_batch_norm": 1, "cudnn_batch_norm": 1, "_native_batch_norm_legit": 1,
            "native_batch_norm_backward": 2, "cudnn_batch_norm_backward": 2, "native_group_norm_backward": 2}
 
 # PyTorch runs cuDNN's batch norm unless the input or the weight is bf16 (aten/src/ATen/native/Normalization.cpp,
