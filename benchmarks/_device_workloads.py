@@ -80,7 +80,7 @@ def diffusion(probe: dict[str, Any], device: str) -> dict[str, Any]:
         got = _measured_categories(r["kernels"])
         gpu_ms = graphs.get((r["model"], r["input"]), {}).get("graph_s", r["kernels"][-1]["us"] / 1e6) * 1e3
         latency_ms = infer_module(graph, dev).latency_s * 1e3
-        out[f"{r['model']} {r['input']}"] = {
+        out[f"{r['model']}_{r['input']}"] = {
             "measured_ms": {c: round(v, 2) for c, v in sorted(got.items())},
             "model_ms": {c: round(model.get(c, 0.0), 2) for c in sorted(got)},
             "gpu_measured_ms": round(gpu_ms, 2), "gpu_model_ms": round(sum(model.values()), 2),

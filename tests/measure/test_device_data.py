@@ -251,7 +251,7 @@ def test_module_model_against_the_profiled_step() -> None:
     weights, so PyTorch runs cuDNN's batch norm and the model prices it at the streaming rate, unchanged:
     +6.8% and +2.4% (bound 10%), measured after the bf16 term was set. fp32 is not held: -33.3% and -58.3%
     (cuDNN's fp32 kernels, FFT and Winograd-class among them, and their layout transforms). NCHW (layout
-    transforms and cuDNN's NCHW batch norm): ResNet-50 TF32 -6.5% (in sample for NCHW_BN_MEM_ETA), fp16
+    transforms and cuDNN's NCHW batch norm): ResNet-50 TF32 -6.4% (in sample for NCHW_BN_MEM_ETA), fp16
     autocast +2.7% and ResNeXt-101 TF32 -8.6% (out of sample), bound 15%."""
     probe = json.loads((H100_D3 / "probe.json").read_text())
     res = _layers().module_profile(probe, H100)
