@@ -115,6 +115,16 @@ def test_cli_json_has_one_run_per_mode_and_gpu_count(capsys) -> None:  # type: i
     assert runs[0]["speedup"] == 1.0 and runs[1]["exchange_bytes_per_step"] > 0
 
 
+def test_eager_output_says_what_the_host_floor_leaves_out(capsys) -> None:  # type: ignore[no-untyped-def]
+    """--eager prices each step at least at its ops' bare host time; the table says that eager diffusers UNets
+    measured several times more per op, and a CUDA-graph run says nothing of the host."""
+    flags = ("--model", REF, "--input", "x:2x4x64x64:fp16,ctx:2x77x768:fp16", "--gpus", "1")
+    code, eager = _cli(capsys, *flags, "--eager")
+    assert code == 0 and "--eager: eager host time is priced at" in " ".join(eager.split())
+    code, graph = _cli(capsys, *flags)
+    assert code == 0 and "--eager:" not in graph
+
+
 def test_a_decode_is_added_whole_at_every_gpu_count(capsys) -> None:  # type: ignore[no-untyped-def]
     """--vae: one decode after the loop on every GPU, not split: it adds the same seconds at each count and
     caps the speed-up (Amdahl), as DistriFusion's pipeline runs it."""

@@ -49,6 +49,13 @@ from distscope.workload.spec import ModelSpec
 
 # host seconds per eager PyTorch op (module docstring)
 OP_S = 10e-6
+# What an eager module's host floor (OP_S per traced op) leaves out, for the verbs that price one: the host time
+# of the model's own Python code around each op, which depends on that code, so no one figure prices it
+# (data/device/README.md, the 2026-11-27 sessions: eager diffusers UNets on H100 and H200 hosts).
+EAGER_MODULE_NOTE = (f"eager host time is priced at {OP_S * 1e6:.0f} us per traced op (a bare op loop's); model code "
+                     "adds its own: diffusers' UNets measured 38-67 us per traced op eager on H100 and H200 hosts "
+                     "(SD 1.5: 37-46 ms a call against 12 ms of kernels), so a host-bound call can take several "
+                     "times the figure above")
 # host seconds per expert GEMM of Transformer Engine's multi-stream GroupedLinear (module docstring)
 EXPERT_GEMM_S = 33e-6
 # host work of a GEMM under an FP8 / FP4 recipe over BF16 (module docstring: TransformerEngine issue #761)

@@ -149,6 +149,7 @@ def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
     from rich.table import Table
 
     from distscope.errors import DistscopeError
+    from distscope.model import host
     from distscope.model.module_estimate import infer_module
     from distscope.report.console import out, print_json
     from distscope.workload.module_graph import at_batch, parse_inputs
@@ -183,6 +184,7 @@ def infer_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, plan: S.P
     for m, sec, u in last.per_module:
         per.add_row(m or "(root)", f"{sec * 1e3:.3f}", f"{u:.1%}")
     out.print(per)
+    out.print(f"latency: {host.EAGER_MODULE_NOTE}", markup=False)
 
 
 def plan_module_cmd(workload: S.WorkloadFlags, system: S.SystemFlags, *, top: int, as_json: bool) -> None:

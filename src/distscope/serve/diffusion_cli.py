@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from distscope.errors import DistscopeError
+from distscope.model import host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,3 +103,5 @@ def diffusion_cmd(f: DiffusionFlags, *, as_json: bool) -> None:
     if f.vae is not None:
         out.print(f"latency includes one decode of {res['decode_s']:.3f} s after the loop ({f.vae}), whole on every "
                   "GPU: it is not split, so it caps the speed-up", markup=False)
+    if not f.cuda_graph:
+        out.print(f"--eager: {host.EAGER_MODULE_NOTE}", markup=False)
