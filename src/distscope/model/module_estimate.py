@@ -14,7 +14,8 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
 - any other kernel: its bytes at the HBM model's streaming rate (elementwise_s), one launch each; a
   batch norm's bytes, and a group norm backward's, include the second read of its input their two-pass
   kernels make (REREADS); a group norm forward's statistics pass runs one thread block per (sample, group)
-  row at a measured per-row rate (group_norm_stats_s), then its normalising pass streams; a bf16 batch norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM;
+  row at a measured per-row rate (group_norm_stats_s), then its normalising pass streams; a bf16 batch
+  norm in training runs PyTorch's own kernels, not cuDNN's, at NATIVE_BN_MEM_ETA of HBM;
 - an NCHW model (`--input x:...:bf16:nchw`; channels-last is the default): cuDNN's layout transforms around
   each tensor-core convolution that is not a 1x1 unit-stride GEMM (layout_transform_bytes), and cuDNN's
   NCHW batch norm at its element rate (NCHW_BN_MEM_ETA).
@@ -114,8 +115,8 @@ NCHW_BN_MEM_ETA = 0.58
 # elements (past the L2), the same on both GPUs; per row it falls as rows share SMs, to 0.82 at 256 rows and
 # 0.61-0.68 at 512, which rate · rows / (1 + rows / GN_ROWS_SAT) follows with GN_ROWS_SAT = 630. Elements, not
 # bytes: the kernel loads one element per thread per step, so fp32 is assumed to run at the same element rate
-# (not measured). Channels-last group norm measured 1.3-2.4x its NCHW time (not priced: PyTorch converts
-# layouts around the kernel). Other GPUs (A100 included) are assumed to run at the Hopper rate: not measured.
+# (not measured). Channels-last group norm measured 1.3-2.4x its NCHW time (not priced). Other GPUs (A100
+# included) are assumed to run at the Hopper rate: not measured.
 GN_ROW_ELEMS_PER_S = 1.16e9
 GN_ROWS_SAT = 630.0
 

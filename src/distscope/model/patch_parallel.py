@@ -34,7 +34,8 @@ patches. The mechanics follow distrifuser's code (github.com/mit-han-lab/distrif
   the slowest patch has); each group norm is the corrected asynchronous one in plain PyTorch ops
   (mean, square, mean, subtract, divide, scale, shift: 12 passes over the activation where the fused
   kernel makes 2, and torch's reductions spread over many blocks, where nn.GroupNorm's statistics kernel
-  runs one block per group: module_estimate.group_norm_stats_s); each exchanged tensor is copied into the flat communication buffer.
+  runs one block per group: module_estimate.group_norm_stats_s); each exchanged tensor is copied into the
+  flat communication buffer.
 - **Every step** ends with a blocking all-gather of the output over all N GPUs (the patches and the
   CFG halves; its size is taken as the latent input's, as for a denoiser that predicts noise).
 
