@@ -122,11 +122,13 @@ def workload_checks(probe: dict[str, Any], device: str, cluster: str, result: di
         result["diffusion"] = diffusion(probe, device)
         print("diffusion inference (NCHW fp16), kernel ms per call by category measured/model; GPU and eager:")
         for k, v in result["diffusion"].items():
-            print(f"  {k:28s} " + ", ".join(f"{c} {v['measured_ms'][c]:.1f}/{v['model_ms'][c]:.1f}" for c in v["measured_ms"])
+            cats = ", ".join(f"{c} {v['measured_ms'][c]:.1f}/{v['model_ms'][c]:.1f}" for c in v["measured_ms"])
+            print(f"  {k:28s} {cats}"
                   + f"; GPU {v['gpu_measured_ms']:.1f}/{v['gpu_model_ms']:.1f} ({v['gpu_error_pct']:+.0f}%), eager "
                   f"{v['eager_measured_ms']:.1f}/{v['latency_model_ms']:.1f} ({v['eager_error_pct']:+.0f}%)")
     if "dlrm_step" in probe:
         result["dlrm_step"] = dlrm(probe, cluster)
         for r in result["dlrm_step"]["rows"]:
             print(f"DLRM step on one GPU, b={r['batch']}: model {r['model_ms']} ms vs CUDA graph {r['graph_ms']} ms "
-                  f"({r['model_vs_graph_pct']:+}%), eager {r['eager_ms']} ms ({r['eager_us_per_kernel']} us per kernel)")
+                  f"({r['model_vs_graph_pct']:+}%), eager {r['eager_ms']} ms "
+                  f"({r['eager_us_per_kernel']} us per kernel)")

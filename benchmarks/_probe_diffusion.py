@@ -142,7 +142,7 @@ def diffusion_graph(dev: str, smoke: bool) -> list[dict[str, Any]]:
             except Exception as e:  # a capture this build refuses: recorded
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)
-        print(f"  {name}: eager {row['eager_wall_s'] * 1e3:.2f} ms, graph {row.get('graph_s', float('nan')) * 1e3:.2f} ms",
-              flush=True)
+        graph_ms = row.get("graph_s", float("nan")) * 1e3
+        print(f"  {name}: eager {row['eager_wall_s'] * 1e3:.2f} ms, graph {graph_ms:.2f} ms", flush=True)
         del model
     return rows

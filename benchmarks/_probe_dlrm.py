@@ -171,7 +171,8 @@ def _batches(m: _Dlrm, dev: str, smoke: bool, t: Any) -> list[dict[str, Any]]:
             except Exception as e:  # a capture this build refuses: recorded, the eager figures stand
                 row["graph_error"] = f"{type(e).__name__}: {e}"[:300]
         rows.append(row)
-        print(f"  {row['table_dtype']} table, pairs by {m.pairs_by}, b={b}: eager {row['eager_wall_s'] * 1e3:.3f} ms, kernels {row['eager_gpu_s'] * 1e3:.3f} ms "
+        print(f"  {row['table_dtype']} table, pairs by {m.pairs_by}, b={b}: eager {row['eager_wall_s'] * 1e3:.3f} ms, "
+              f"kernels {row['eager_gpu_s'] * 1e3:.3f} ms "
               f"({row['kernels_per_step']:.0f} per step, {us / 1e3:.3f} ms profiled), graph "
               f"{row.get('graph_s', float('nan')) * 1e3:.3f} ms", flush=True)
     return rows
@@ -211,5 +212,6 @@ def gather_sweep(dev: str, smoke: bool) -> list[dict[str, Any]]:
                                  "lookups": n, "gather_s": gather, "index_add_s": scatter,
                                  "gather_GBps": moved / gather / 1e9, "index_add_GBps": 1.5 * moved / scatter / 1e9})
                     print(f"  {str(dtype)[6:]} dim {dim} table {size} GiB, {n} ids: gather "
-                          f"{moved / gather / 1e9:.0f} GB/s, index_add {1.5 * moved / scatter / 1e9:.0f} GB/s", flush=True)
+                          f"{moved / gather / 1e9:.0f} GB/s, index_add {1.5 * moved / scatter / 1e9:.0f} GB/s",
+                          flush=True)
     return rows
