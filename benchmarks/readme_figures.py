@@ -290,9 +290,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{device_check_h100_2026_11_27:diffusion.sd15-unet_2x4x64x64.gpu_error_pct:+.0f}%, SDXL UNet "
      "{device_check_h200_2026_11_27:diffusion.sdxl-unet_2x4x128x128.gpu_error_pct:+.0f}% / {device_check_h100_2026_11_27:diffusion.sdxl-unet_2x4x128x128.gpu_error_pct:+.0f}%, "
      "VAE decode at 1024 px {device_check_h200_2026_11_27:diffusion.vae-decoder_1x4x128x128.gpu_error_pct:+.0f}% / "
-     "{device_check_h100_2026_11_27:diffusion.vae-decoder_1x4x128x128.gpu_error_pct:+.0f}%; eager SD 1.5 UNet is host-bound, not modelled: "
+     "{device_check_h100_2026_11_27:diffusion.vae-decoder_1x4x128x128.gpu_error_pct:+.0f}%; eager, the UNets are host-bound: SD 1.5 "
      "{device_check_h200_2026_11_27:diffusion.sd15-unet_2x4x64x64.eager_measured_ms} ms measured vs "
-     "{device_check_h200_2026_11_27:diffusion.sd15-unet_2x4x64x64.latency_model_ms} ms; DLRM step at batch 6,912: model "
+     "{device_check_h200_2026_11_27:diffusion.sd15-unet_2x4x64x64.latency_model_ms} ms at the default 10 us per op; `--host-op-us 50` (read "
+     "off that row) gives SDXL {device_check_h200_2026_11_27:diffusion.sdxl-unet_2x4x128x128.eager_error_host_50us_pct:+.0f}% / "
+     "{device_check_h100_2026_11_27:diffusion.sdxl-unet_2x4x128x128.eager_error_host_50us_pct:+.0f}% and SD 1.5 on the H100 "
+     "{device_check_h100_2026_11_27:diffusion.sd15-unet_2x4x64x64.eager_error_host_50us_pct:+.0f}%; DLRM step at batch 6,912: model "
      "{device_check_h200_2026_11_27:dlrm_step.rows.0.model_ms} ms, CUDA graph {device_check_h200_2026_11_27:dlrm_step.rows.0.graph_ms} ms, eager "
      "{device_check_h200_2026_11_27:dlrm_step.rows.0.eager_ms} ms (plain PyTorch kernels, not NVIDIA's fused ones)",
      "`python benchmarks/device_check.py`"),

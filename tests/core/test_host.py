@@ -71,3 +71,42 @@ def test_fine_grained_moe_on_blackwell_is_host_bound() -> None:
 def test_large_dense_layers_are_not_host_bound() -> None:
     floored, gpu = _costs("llama3-70b", "h100-sxm5-80gb", Plan(dp=1, tp=8, sequence_parallel=True))
     assert floored == pytest.approx(gpu)
+
+
+def test_host_op_us_sets_the_eager_host_floor_everywhere_it_applies(capsys) -> None:  # type: ignore[no-untyped-def]
+    """--host-op-us replaces OP_S in every host floor: a transformer layer's (an MoE layer on Blackwell is
+    host-bound), an eager module's inference and an eager diffusion step; the default is unchanged."""
+    import json
+    from pathlib import Path
+
+    from tests.cli_run import run_cli
+
+    root = Path(__file__).resolve().parents[2]
+
+    def step(*extra: str) -> float:
+        code, out = run_cli(capsys, "estimate", "--model", "deepseek-v3", "--cluster", "dgx-b200", "--gpus", "64",
+                            "--ep", "8", "--pp", "8", "--global-batch", "512", "--json", *extra)
+        assert code == 0, out
+        return float(json.loads(out)["step_time_s"])
+
+    assert step("--host-op-us", "10") == pytest.approx(step())
+    assert step("--host-op-us", "200") > 1.2 * step()
+    tiny = f"torch:{root}/examples/modules/tiny_denoiser.py:denoiser"
+    inputs = ("--input", "x:2x4x64x64:fp16,ctx:2x77x768:fp16")
+    code, out = run_cli(capsys, "estimate", "--model", tiny, *inputs, "--inference", "--gpus", "1", "--json",
+                        "--host-op-us", "1000")
+    assert code == 0, out
+    code, ops = run_cli(capsys, "serve", "diffusion", "--model", tiny, *inputs, "--gpus", "1", "--eager", "--json",
+                        "--host-op-us", "1000")
+    assert code == 0, ops
+    latency = json.loads(out)["runs"][0]["latency_s"]
+    step_s = json.loads(ops)["runs"][0]["compute_s_per_step"]
+    assert latency == pytest.approx(step_s) and latency > 0.01  # both: ops x 1 ms, far above the GPU time
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_host_op_us_must_be_positive(capsys, value: str) -> None:  # type: ignore[no-untyped-def]
+    from tests.cli_run import run_cli
+
+    code, out = run_cli(capsys, "estimate", "--host-op-us", value)
+    assert code != 0 and out.strip().splitlines()[-1].startswith("distscope: error: --host-op-us=")

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from distscope.system.device import Device
 from distscope.workload.spec import ModelSpec
 
 # host seconds per eager PyTorch op (module docstring)
@@ -52,10 +53,9 @@ OP_S = 10e-6
 # What an eager module's host floor (OP_S per traced op) leaves out, for the verbs that price one: the host time
 # of the model's own Python code around each op, which depends on that code, so no one figure prices it
 # (data/device/README.md, the 2026-11-27 sessions: eager diffusers UNets on H100 and H200 hosts).
-EAGER_MODULE_NOTE = (f"eager host time is priced at {OP_S * 1e6:.0f} us per traced op (a bare op loop's); model code "
-                     "adds its own: diffusers' UNets measured 38-67 us per traced op eager on H100 and H200 hosts "
-                     "(SD 1.5: 37-46 ms a call against 12 ms of kernels), so a host-bound call can take several "
-                     "times the figure above")
+EAGER_MODULE_NOTE = (f"eager host time is priced at {OP_S * 1e6:.0f} us per traced op (a bare op loop's) unless "
+                     "--host-op-us says otherwise; model code adds its own: diffusers' UNets measured 38-67 us per "
+                     "traced op eager on H100 and H200 hosts (SD 1.5: 37-46 ms a call against 12 ms of kernels)")
 # host seconds per expert GEMM of Transformer Engine's multi-stream GroupedLinear (module docstring)
 EXPERT_GEMM_S = 33e-6
 # host work of a GEMM under an FP8 / FP4 recipe over BF16 (module docstring: TransformerEngine issue #761)
@@ -69,6 +69,11 @@ ROUTER_OPS = 31
 DISPATCH_OPS = 12
 
 
+def op_s(device: Device) -> float:
+    """Host seconds per eager op for `device`: the --host-op-us the user gave (Device.host_op_s), else OP_S."""
+    return OP_S if device.host_op_s is None else device.host_op_s
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class HostWork:
     """What one layer's forward issues from the host."""
@@ -76,10 +81,11 @@ class HostWork:
     ops: int  # eager PyTorch ops
     expert_gemms: int  # per-expert GEMMs of a multi-stream grouped GEMM
     expert_gemm_s: float = EXPERT_GEMM_S  # host time of each (LOW_PRECISION_HOST times more under FP8 / FP4)
+    op_s: float = OP_S  # host time of each op (op_s(device))
 
     def forward_s(self) -> float:
         """t_host of the forward pass (module docstring)."""
-        return self.ops * OP_S + self.expert_gemms * self.expert_gemm_s
+        return self.ops * self.op_s + self.expert_gemms * self.expert_gemm_s
 
     def backward_s(self) -> float:
         """t_host of the backward pass: data and weight gradients, twice the forward's ops."""
@@ -95,12 +101,12 @@ class HostWork:
         (H host, G GPU; e the experts' phase, r the rest): the experts' host time is exposed when it
         exceeds their GPU time, and the rest overlaps as far as the GPU is behind. Without experts
         it is max(H, G)."""
-        h_e, h_r = self.expert_gemms * self.expert_gemm_s, self.ops * OP_S
+        h_e, h_r = self.expert_gemms * self.expert_gemm_s, self.ops * self.op_s
         return max(h_e + max(h_r, gpu_rest_s), gpu_experts_s + gpu_rest_s)
 
 
 def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local_experts: int,
-                    per_expert_gemms: bool) -> HostWork:
+                    per_expert_gemms: bool, op_s: float = OP_S) -> HostWork:
     """The host work of one layer's forward: `linears` linear layers (each cast under a low-precision
     recipe), the router and dispatcher in an MoE layer, and `local_experts` experts' two GEMMs each
     when the grouped GEMM issues one GEMM per expert (Transformer Engine; LOW_PRECISION_HOST times the
@@ -114,7 +120,7 @@ def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local
         else:
             ops += 2
     return HostWork(ops=ops, expert_gemms=gemms,
-                    expert_gemm_s=EXPERT_GEMM_S * (LOW_PRECISION_HOST if low_precision else 1.0))
+                    expert_gemm_s=EXPERT_GEMM_S * (LOW_PRECISION_HOST if low_precision else 1.0), op_s=op_s)
 
 
 def linear_layers(spec: ModelSpec, moe_layer: bool) -> int:

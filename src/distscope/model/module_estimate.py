@@ -19,8 +19,8 @@ Per op of one micro-batch on one GPU (efficiency.py's device model):
 - an NCHW model (`--input x:...:bf16:nchw`; channels-last is the default): cuDNN's layout transforms around
   each tensor-core convolution that is not a 1x1 unit-stride GEMM (layout_transform_bytes), and cuDNN's
   NCHW batch norm at its element rate (NCHW_BN_MEM_ETA).
-Each pass is at least its eager ops' host time (model/host.py: OP_S per op; no MoE sync, so the host may
-run ahead across the pass: max(GPU, host)).
+Each pass is at least its eager ops' host time (model/host.py: OP_S per op, or --host-op-us; no MoE sync,
+so the host may run ahead across the pass: max(GPU, host)).
 
 Data parallel (all GPUs; the leading input dim is the per-GPU micro-batch):
 - DDP: the gradients' all-reduce overlaps the last micro-batch's backward bucket by bucket; the last
@@ -185,7 +185,7 @@ class ChildCost:
 
 def child_costs(graph: ModuleGraph, device: Device, recompute: bool = False) -> tuple[ChildCost, ...]:
     """The top-level children in forward order (module docstring): a pass shorter than its ops' host time
-    (host.OP_S each) is stretched to it, spread over the children in proportion."""
+    (host.op_s each) is stretched to it, spread over the children in proportion."""
     order: list[str] = []
     cost: dict[str, dict[Phase, list[float]]] = {}
     n_ops = dict.fromkeys(Phase, 0)
@@ -205,7 +205,7 @@ def child_costs(graph: ModuleGraph, device: Device, recompute: bool = False) -> 
     stretch = {}
     for p in Phase:
         gpu = sum(cost[m][p][0] for m in order)
-        stretch[p] = max(gpu, n_ops[p] * host.OP_S) / gpu if gpu > 0 else 1.0
+        stretch[p] = max(gpu, n_ops[p] * host.op_s(device)) / gpu if gpu > 0 else 1.0
     F, B = Phase.FORWARD, Phase.BACKWARD
     return tuple(ChildCost(name=m, fwd_s=cost[m][F][0] * stretch[F], bwd_s=cost[m][B][0] * stretch[B],
                            fwd_flops=cost[m][F][1], bwd_flops=cost[m][B][1], fwd_bytes=cost[m][F][2],
@@ -264,8 +264,8 @@ def estimate_module(graph: ModuleGraph, cluster: Cluster, *, dp: int, zero: int,
         if recompute and op.phase is Phase.FORWARD and op.module:
             redo += t
             n_redo += 1
-    fwd = max(passes[Phase.FORWARD], n_ops[Phase.FORWARD] * host.OP_S)
-    bwd = max(passes[Phase.BACKWARD] + redo, (n_ops[Phase.BACKWARD] + n_redo) * host.OP_S)
+    fwd = max(passes[Phase.FORWARD], n_ops[Phase.FORWARD] * host.op_s(dev))
+    bwd = max(passes[Phase.BACKWARD] + redo, (n_ops[Phase.BACKWARD] + n_redo) * host.op_s(dev))
     host_wait = (fwd + bwd) - (passes[Phase.FORWARD] + passes[Phase.BACKWARD] + redo)
     b = graph.dtype.bytes
     g = group_net(cluster, dp, 1)
@@ -313,7 +313,7 @@ class ModuleInference:
 
 def infer_module(graph: ModuleGraph, device: Device) -> ModuleInference:
     """Forward-only latency of `graph` (traced with inference=True): its ops' GPU time, at least the host's
-    time to issue them (host.OP_S each: eager PyTorch, no CUDA graph)."""
+    time to issue them (host.op_s each: eager PyTorch, no CUDA graph)."""
     peak = device.flops(graph.dtype)
     times: dict[str, float] = {}
     flops: dict[str, float] = {}
@@ -322,7 +322,7 @@ def infer_module(graph: ModuleGraph, device: Device) -> ModuleInference:
         times[op.module] = times.get(op.module, 0.0) + t
         flops[op.module] = flops.get(op.module, 0.0) + op.flops
     gpu = sum(times.values())
-    latency = max(gpu, len(graph.ops) * host.OP_S)
+    latency = max(gpu, len(graph.ops) * host.op_s(device))
     per = tuple((m, t, flops[m] / (t * peak) if t > 0 else 0.0) for m, t in times.items())
     return ModuleInference(batch=graph.micro_batch, latency_s=latency, samples_per_s=graph.micro_batch / latency,
                            utilization=graph.flops() / (latency * peak), per_module=per)

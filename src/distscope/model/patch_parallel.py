@@ -204,7 +204,7 @@ def _compute_s(graph: ModuleGraph, device: Device, plan: PatchPlan) -> float:
             gpu += eff.elementwise_s(device, op.bytes + op.in_bytes, 1)
         else:
             gpu += op_s(op, device, graph)
-    return gpu if plan.cuda_graph else max(gpu, len(graph.ops) * host.OP_S)
+    return gpu if plan.cuda_graph else max(gpu, len(graph.ops) * host.op_s(device))
 
 
 def _exchanged(graph: ModuleGraph) -> list[tuple[float, bool]]:

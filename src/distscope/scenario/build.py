@@ -155,6 +155,8 @@ def build_cluster(flags: SystemFlags) -> Cluster:
     c = with_profile(c.with_bandwidths(links) if links else c, flags.profile)
     if flags.max_memory is not None or flags.headroom is not None:
         c = c.with_memory(flags.max_memory, flags.headroom)
+    if flags.host_op_us is not None:
+        c = c.with_host_op(flags.host_op_us)
     return c
 
 

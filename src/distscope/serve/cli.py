@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from distscope.scenario import PLANNER_WORKLOAD, SystemFlags, WorkloadFlags
+from distscope.scenario.options import help_of
 from distscope.serve import scenario as S
 
 # the model and cluster every verb starts from (scenario/flags.py); serve plan, like plan, the planner's
@@ -412,6 +413,7 @@ def diffusion_cmd(
     cuda_graph: Annotated[bool, typer.Option("--cuda-graph/--eager", help="Replay each step as a CUDA graph (no host bound), as DistriFusion does.")] = True,
     vae: Annotated[str | None, typer.Option("--vae", help="A decoder run once after the loop, whole on every GPU (not split), e.g. torch:examples/modules/sdxl.py:vae_decoder.")] = None,
     vae_input: Annotated[str | None, typer.Option("--vae-input", help="The decoder's latent name:shape:dtype[:layout], e.g. z:1x4x128x128:tf32:nchw (SDXL decodes in fp32).")] = None,
+    host_op_us: Annotated[float | None, typer.Option("--host-op-us", help=help_of(SystemFlags, "host_op_us"))] = None,
     as_json: S.JsonOpt = False,
 ) -> None:
     """Latency and speed-up of one image's denoising loop split into patches over GPUs (DistriFusion,
@@ -422,5 +424,5 @@ def diffusion_cmd(
 
     run(DiffusionFlags(model=model, input=input, cluster=cluster, gpus=gpus, modes=mode, steps=steps,
                        warmup_steps=warmup_steps, pcpp_ratio=pcpp_ratio, cfg_split=cfg_split, cuda_graph=cuda_graph,
-                       vae=vae, vae_input=vae_input),
+                       vae=vae, vae_input=vae_input, host_op_us=host_op_us),
         as_json=as_json)

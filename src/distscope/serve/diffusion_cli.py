@@ -26,6 +26,7 @@ class DiffusionFlags:
     cuda_graph: bool
     vae: str | None = None  # a decoder module priced once after the loop, on every GPU (not split)
     vae_input: str | None = None
+    host_op_us: float | None = None  # --host-op-us: the eager host floor's time per op (SystemFlags)
 
 
 def _gpu_counts(text: str) -> list[int]:
@@ -57,7 +58,7 @@ def diffusion_sweep(f: DiffusionFlags, progress: Any = None) -> dict[str, Any]:
     modes = list(PatchMode) if f.modes.strip().lower() == "all" else parse_list(PatchMode, f.modes, "--mode",
                                                                               "patch-parallel mode")
     inputs = parse_inputs(f.input)
-    cluster = build_cluster(SystemFlags(cluster=f.cluster, gpus=max(counts)))
+    cluster = build_cluster(SystemFlags(cluster=f.cluster, gpus=max(counts), host_op_us=f.host_op_us))
     plans = [PatchPlan(gpus=g, mode=m, steps=f.steps, warmup_steps=f.warmup_steps, cfg_split=f.cfg_split,
                        pcpp_ratio=f.pcpp_ratio, cuda_graph=f.cuda_graph) for m in modes for g in counts]
     decode = 0.0

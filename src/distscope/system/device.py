@@ -37,6 +37,8 @@ class Device:
     # Measured kernel tables (`distscope measure kernels`, applied with --profile): where they cover a
     # kernel, they replace the efficiency model (model/efficiency.py). Hashed by identity.
     kernels: KernelProfile | None = None
+    # host seconds to issue one eager op for this GPU (--host-op-us); None: model/host.py's OP_S
+    host_op_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.usable_bytes <= 0:

@@ -7,6 +7,7 @@ r // (levels[0].size * levels[1].size), and so on. The last level spans everythi
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from distscope.errors import DistscopeError
 from distscope.hashing import cached_hash
@@ -87,6 +88,12 @@ class Cluster:
         return dataclasses.replace(
             self, max_memory_bytes=None if max_memory_GiB is None else max_memory_GiB * 2**30,
             headroom_frac=self.headroom_frac if headroom is None else headroom)
+
+    def with_host_op(self, host_op_us: float) -> Cluster:
+        """The cluster whose hosts take `host_op_us` microseconds to issue one eager op (--host-op-us)."""
+        if not math.isfinite(host_op_us) or host_op_us <= 0:
+            raise DistscopeError(f"--host-op-us={host_op_us} must be a positive number of microseconds (default 10)")
+        return dataclasses.replace(self, device=dataclasses.replace(self.device, host_op_s=host_op_us * 1e-6))
 
     @property
     def gpus_per_node(self) -> int:

@@ -2,7 +2,7 @@
 
 One pipeline stage per `--pp` (default one) whose layers are the model's top-level children in forward
 order, each with its ops' GPU time per pass (model/module_estimate.op_s); a pass shorter than its ops'
-host time (model/host.OP_S each) is stretched to it, spread over its layers in proportion, as
+host time (model/host.op_s each) is stretched to it, spread over its layers in proportion, as
 estimate_module charges it. With --pp the children are cut into stages as model/module_pipeline.py
 cuts them (the slowest stage as fast as can be), run 1F1B, and each boundary sends the next stage's
 first child's input (and its gradient back) per micro-batch. Data parallel per stage over its own
