@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from distscope.model.host import OP_S
 from distscope.software.presets import DEFAULT
 
 WORKLOAD, SYSTEM, PLAN = "Workload", "System", "Plan"
@@ -49,7 +50,7 @@ class SystemFlags:
     headroom: float | None = flag(None, "--headroom", help="Fraction of per-GPU memory kept free for allocator "
                                   "fragmentation and runtime buffers (default 0.05).")
     host_op_us: float | None = flag(None, "--host-op-us", help="Host microseconds to issue one eager op, for the "
-                                    "host floor of eager steps (default 10: a bare op loop's; model code adds its "
+                                    f"host floor of eager steps (default {OP_S * 1e6:.0f}: a bare op loop's; model code adds its "
                                     "own: eager diffusers UNets measured 38-67 on H100 and H200 hosts).")
 
 

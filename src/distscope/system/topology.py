@@ -92,7 +92,7 @@ class Cluster:
     def with_host_op(self, host_op_us: float) -> Cluster:
         """The cluster whose hosts take `host_op_us` microseconds to issue one eager op (--host-op-us)."""
         if not math.isfinite(host_op_us) or host_op_us <= 0:
-            raise DistscopeError(f"--host-op-us={host_op_us} must be a positive number of microseconds (default 10)")
+            raise DistscopeError(f"--host-op-us={host_op_us} must be a positive number of microseconds")
         return dataclasses.replace(self, device=dataclasses.replace(self.device, host_op_s=host_op_us * 1e-6))
 
     @property
