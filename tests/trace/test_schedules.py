@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distscope.model.schedules import StagePass, inflight_sets, pipeline_s
+from distscope.model.schedules import DpLane, StagePass, inflight_sets, lane_path_s, longest_path_s, pipeline_s
 from distscope.plan import SCHEDULE_TRAITS, Placement, Schedule
 from distscope.trace.schedule import Pass, Step, stage_order
 
@@ -137,6 +137,24 @@ def test_closed_forms_equal_the_longest_path(sched: Schedule, p: int, m: int) ->
         k = 2.0 if sched is Schedule.ZB_V else 1.0
         closed = pipeline_s(sched, [StagePass(f_s=k * f, b_s=k * b, w_s=k * w)] * p, m, 1, c)
         assert closed == pytest.approx(graph, rel=1e-9), (f, b, w, c)
+
+
+@pytest.mark.parametrize("sched", [Schedule.ONE_F_ONE_B, Schedule.GPIPE, *NEW])
+def test_dp_lane_path_reduces_to_the_graph_and_bounds_by_the_stream(sched: Schedule) -> None:
+    """lane_path_s: with no DP traffic it is the graph's makespan (longest_path_s); with a stream that
+    outweighs the compute, no rank finishes before its stream has run every micro-batch's traffic;
+    with one chunk per rank the fill and drain idle the stream beyond that."""
+    p, m = 4, 8
+    rng = random.Random(sched.value)
+    stages = [StagePass(f_s=rng.uniform(0.5, 1.0), b_s=rng.uniform(0.5, 1.0), w_s=rng.uniform(0.3, 0.8))
+              for _ in range(p)]
+    chunks = 2 if SCHEDULE_TRAITS[sched].placement is not Placement.LOOP else 1
+    idle = [DpLane(gather_s=(0.0,) * chunks, reduce_early_s=(0.0,) * chunks, reduce_last_s=(0.0,) * chunks)] * p
+    assert lane_path_s(sched, stages, idle, m, 0.05) == pytest.approx(longest_path_s(sched, stages, m, 0.05))
+    heavy = DpLane(gather_s=(2.0,) * chunks, reduce_early_s=(1.0,) * chunks, reduce_last_s=(0.5,) * chunks)
+    per_mb = (2 * 2.0 + 1.0 + 0.5) * chunks / (2 if sched is Schedule.DUALPIPE else 1)
+    t = lane_path_s(sched, stages, [heavy] * p, m, 0.05)
+    assert t > m * per_mb if chunks == 1 else t >= m * per_mb
 
 
 def test_zero_bubble_beats_1f1b_and_reduces_to_the_papers_bubbles() -> None:

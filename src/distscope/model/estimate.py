@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable, Sequence
 
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
@@ -32,7 +33,17 @@ from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per
 from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s
 from distscope.model.result import Estimate, LayerTimes
 from distscope.model.routing import routed_load
-from distscope.model.schedules import StagePass, final_grad_passes, inflight_sets, pipeline_s, weight_versions
+from distscope.model.schedules import (
+    DpLane,
+    StagePass,
+    final_grad_passes,
+    final_grads_windows_s,
+    inflight_sets,
+    lane_path_s,
+    longest_path_s,
+    pipeline_s,
+    weight_versions,
+)
 from distscope.model.stages import StageLayers, chunk_sizes, stage_layers
 from distscope.plan import AttentionImpl, Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
@@ -224,6 +235,29 @@ def _dp_collective(kind: Collective, params: tuple[float, float], bytes_per_para
             t += collective_s(kind, wire, g)
             codec += c
     return t, codec
+
+
+def _chunk_fractions(sizes: Sequence[int], chunks: Sequence[int]) -> tuple[float, ...]:
+    """Each of a rank's model chunks' share of its layers (trace/builder.py splits per-micro-batch ZeRO
+    traffic so)."""
+    n = [sizes[v] for v in chunks]
+    return tuple(x / (sum(n) or 1) for x in n)
+
+
+def _z3_lane(dp_coll: Callable[..., tuple[float, float]], params: tuple[float, float],
+             gather: tuple[float, CompressionMethod], grad: tuple[float, CompressionMethod],
+             groups: tuple[GroupNet, GroupNet], last_share: float, fractions: tuple[float, ...],
+             prefetch: bool) -> DpLane:
+    """A rank's per-micro-batch ZeRO-3 collectives per model chunk (schedules.DpLane), as the trace
+    issues them (trace/from_plan.py): each chunk's fraction of the weights gathered, and of the
+    gradients reduce-scattered in two parts, the last `last_share` after the chunk's last gradient pass."""
+    def coll(kind: Collective, f: float, nbytes: tuple[float, CompressionMethod]) -> float:
+        return dp_coll(kind, (params[0] * f, params[1] * f), nbytes[0], nbytes[1], groups)[0] if f > 0 else 0.0
+
+    return DpLane(gather_s=tuple(coll(Collective.ALL_GATHER, f, gather) for f in fractions),
+                  reduce_early_s=tuple(coll(Collective.REDUCE_SCATTER, f * (1 - last_share), grad) for f in fractions),
+                  reduce_last_s=tuple(coll(Collective.REDUCE_SCATTER, f * last_share, grad) for f in fractions),
+                  prefetch=prefetch)
 
 
 def tp_regather_hide_s(c: LayerCost, *, split: bool, rec_s: float, cp: bool) -> float:
@@ -506,6 +540,14 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     first_extra = last_extra = 0.0
     parts: list[dict[str, float]] = []
     passes: list[StagePass] = []
+    lanes: list[DpLane] = []  # per stage kind, with lane_mode
+    stage_after: list[float] = []  # per stage kind: its exposed DP step traffic and optimizer after its last pass
+    # per stage kind of a DualPipe step reducing its gradients once: (reduction, its last bucket,
+    # exposed gather, DP traffic, codec and pair sum) for final_grads_windows_s
+    mirror_dp: dict[int, tuple[float, float, float, float, float]] = {}
+    # overlapped ZeRO-3 in a pipeline: the ranks' DP streams enter the schedule's graph (lane_path_s)
+    # instead of each pass carrying its share of them (not for interleaved 1F1B, which has no graph here)
+    lane_mode = per_mb_z3 and pp > 1 and traits.flush and not (placement is Placement.LOOP and plan.vp > 1)
     tails: list[float] = []  # per stage kind: per-micro-batch time off the path between stages (z3_tail)
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
@@ -657,6 +699,13 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # overlapped gathers are waited for after the micro-batch's last gradient pass, with the
             # reduce-scatter; blocking ones run when their pass starts, on the path between stages
             z3_tail = z3_exp - codecs - (0.0 if Dim.DP in plan.overlap else z3_ag)
+            if lane_mode:  # the stream's own timeline prices the collectives (lane_path_s)
+                lanes.append(_z3_lane(dp_coll, params, (wbytes, w_m), (gbytes, g_m), (g_z3, g_z3e), last_share,
+                                      _chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
+                                      if chunks_per_rank > 1 else (1.0,), Dim.DP in plan.overlap))
+                z3_exp -= z3_hid
+                z3_f = z3_codec_f
+                z3_tail = 0.0
             z3_w = z3_tail + z3_codec_rs if rs_split else 0.0
             stage_dp_tot, stage_dp_exp = (z3_ag + z3_rs + codecs) * m * share, 0.0
         elif plan.zero_stage == 2:
@@ -688,6 +737,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 n_b, n_w = final_grad_passes(plan.schedule, at, pp, m, plan.vp)
                 window = (n_b * bwd_wall + n_w * wgrad) / chunks_per_rank
                 stage_dp_exp = max(last_bucket, t_rs - window) + max(0.0, t_ag - fwd_wall)
+                if placement is Placement.MIRROR and pp > 1:
+                    # a DualPipe rank's two chunks make their last gradients far apart; the reduction
+                    # also runs while the rank waits between them: windowed on the graph below
+                    mirror_dp[len(passes)] = (t_rs, last_bucket, max(0.0, t_ag - fwd_wall), stage_dp_tot,
+                                              codec + pair)
             else:
                 stage_dp_exp = t_dp_step
             stage_dp_exp += rho * max(0.0, stage_dp_tot - stage_dp_exp)
@@ -720,6 +774,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         if fp8_run:
             stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         opt_s = max(opt_s, stage_opt)
+        stage_after.append(stage_dp_exp + stage_opt)
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
@@ -742,6 +797,23 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     rank_passes = [passes[j] for j in rank_kind]
     if plan.schedule not in _FLUSH_FORMULA:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
+    elif plan.vp == 1 and plan.stage_layers and pp > 1:
+        # uneven stages a user (or the planner's re-partition) chose: m·t_max + Σ others is only a bound
+        # when the slowest stage sits inside the pipeline; the graph's longest path is the step (4.7%
+        # less for Mixtral split 7,9,9,7)
+        pipe = longest_path_s(plan.schedule, rank_passes, m, edge_s)
+    if mirror_dp and len(mirror_dp) == len(passes):
+        ends = []
+        for (finish, window), j in zip(final_grads_windows_s(plan.schedule, rank_passes, m, edge_s, 2), rank_kind,
+                                       strict=True):
+            red, bucket, gather, tot, extra = mirror_dp[j]
+            e = max(bucket, red - window) + gather
+            ends.append(finish + e + rho * max(0.0, tot - e) + extra)
+        dp_exp = max(0.0, max(ends) - pipe)
+    lane_exp = 0.0  # what the DP streams add to the pipeline (lane_mode), reported as dp
+    if lane_mode and any(any(ln.gather_s) or any(ln.reduce_last_s) for ln in lanes):
+        lane_exp = max(0.0, lane_path_s(plan.schedule, rank_passes, [lanes[j] for j in rank_kind], m, edge_s) - pipe)
+        pipe += lane_exp
     tied_sync = 0.0
     if spec.tied_embeddings and pp > 1 and placement is Placement.LOOP:  # embedding-gradient all-reduce between first and last stage
         tied_sync = collective_s(Collective.ALL_REDUCE, spec.vocab * spec.hidden / tp * plan.grad_reduce_dtype.bytes,
@@ -755,10 +827,21 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tied_sync += sum(rp.b_s + rp.w_s for rp in rank_passes[:-1]) + (pp - 1) * edge_s
     opt_s += sw.step_overhead_s  # per-step fixed costs the software's timings include
     step = max(pipe + dp_exp, lane) + opt_s + tied_sync
+    if plan.schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE) and pp > 1 and not lane_exp:
+        # each rank reduces its gradients and steps its optimizer after its own last backward, and in
+        # the drain rank r's ends its predecessor's backward (and a transfer) before rank r - 1's: the
+        # end stages' extra embedding or LM-head parameters need not land on the last rank to finish
+        end, ends = pipe, []
+        for r, j in enumerate(rank_kind):
+            if r:
+                prev = rank_passes[r - 1]
+                end -= prev.b_s + prev.w_s + edge_s - rank_passes[r].tail_s
+            ends.append(end + stage_after[j])
+        step = max(max(ends) + sw.step_overhead_s, lane + opt_s) + tied_sync
 
     bk = parts[k]
     bd = {key: m * bk[key] for key in ("compute", "tp", "cp", "ep", "pp")}
-    bd["dp"] = m * bk["dp"] + dp_exp + tied_sync
+    bd["dp"] = m * bk["dp"] + dp_exp + tied_sync + lane_exp
     bd["optimizer"] = opt_s
     bd["bubble"] = step - sum(bd.values())
     comm_total = {

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 from distscope.plan import SCHEDULE_TRAITS, Placement, Schedule
 
@@ -130,13 +131,19 @@ def pipedream_2bw_s(stages: Sequence[StagePass], m: int) -> float:
 _F, _B_SPLIT, _B_FULL, _W = range(4)
 
 
+# a pass's role for its (micro-batch, model chunk) on its rank (_pass_graph): where trace/builder.py
+# issues that micro-batch's per-micro-batch ZeRO collectives
+FIRST_F, FIRST_B, FIRST_GRAD, LAST_GRAD, PAIR_FIRST = 1, 2, 4, 8, 16
+PassNode = tuple[int, int, tuple[tuple[int, bool], ...], int, int, int]
+
+
 @functools.lru_cache(maxsize=64)
-def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[tuple[int, int, tuple[tuple[int, bool], ...]], ...]:
+def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[PassNode, ...]:
     """The schedule's dependency graph over (rank, pass) nodes in a topological order: per node its
-    rank, kind and inputs (node, crosses ranks). A node is one pass, or a DualPipe overlapped pair
-    (both inputs before it, both outputs at its end). F of model chunk v needs F of v−1, B of v needs
-    B of v+1 (the last chunk: its own F), W its own B; each rank runs its passes in its order
-    (trace/schedule.py, the order the trace generator follows)."""
+    rank, kind, inputs (node, crosses ranks), micro-batch, model chunk and roles (FIRST_F...). A node
+    is one pass, or a DualPipe overlapped pair (both inputs before it, both outputs at its end). F of
+    model chunk v needs F of v−1, B of v needs B of v+1 (the last chunk: its own F), W its own B; each
+    rank runs its passes in its order (trace/schedule.py, the order the trace generator follows)."""
     from distscope.trace.schedule import Pass, stage_order
 
     place = SCHEDULE_TRAITS[schedule].placement
@@ -151,8 +158,9 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[tuple[int, int, tup
         return r
 
     orders = [stage_order(schedule, stage=r, stages=p, micro_batches=m, chunks=chunks) for r in range(p)]
+    roles = [_roles(order) for order in orders]
     done: dict[tuple[object, int, int], int] = {}  # (pass, micro, position) -> node
-    nodes: list[tuple[int, int, tuple[tuple[int, bool], ...]]] = []
+    nodes: list[PassNode] = []
     idx = [0] * p
     progressed = True
     while progressed:
@@ -176,12 +184,36 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[tuple[int, int, tup
                          for x in group]
                 # a pair: its first pass waits for both inputs, the second follows it on the rank
                 inputs = tuple((done[d], nodes[done[d]][0] != r) for d in deps)
-                nodes += [(r, kind, inputs if j == 0 else ()) for j, kind in enumerate(kinds)]
+                nodes += [(r, kind, inputs if j == 0 else (), x.micro, x.chunk,
+                           roles[r][idx[r] + j] | (PAIR_FIRST if j == 0 and len(group) == 2 else 0))
+                          for j, (kind, x) in enumerate(zip(kinds, group, strict=True))]
                 for x in group:
                     done[(x.kind, x.micro, position(r, x.chunk))] = len(nodes) - 1
                 idx[r] += len(group)
                 progressed = True
     return tuple(nodes)
+
+
+def _roles(order: Sequence[Any]) -> list[int]:
+    """Per step of one rank's order, its roles for its (micro-batch, chunk): its first forward, its
+    first backward, its first and last pass that makes weight gradients (a whole B, or a W)."""
+    from distscope.trace.schedule import Pass
+
+    out = [0] * len(order)
+    first: dict[tuple[int, int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    for n, st in enumerate(order):
+        grad = st.kind is Pass.W or (st.kind is Pass.B and not st.split)
+        for role, hit in ((FIRST_F, st.kind is Pass.F), (FIRST_B, st.kind is Pass.B), (FIRST_GRAD, grad)):
+            if hit:
+                first.setdefault((st.micro, st.chunk, role), n)
+        if grad:
+            last[st.micro, st.chunk] = n
+    for (_, _, role), n in first.items():
+        out[n] |= role
+    for n in last.values():
+        out[n] |= LAST_GRAD
+    return out
 
 
 def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float,
@@ -192,6 +224,23 @@ def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s:
     embedding on the first, the LM head on the last; DualPipe's and ZB-V's end ranks hold both), and
     there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph. `hops` (one per
     boundary between adjacent ranks, 1F1B-like placements only) replaces C where boundaries differ."""
+    return max(_walk(schedule, stages, m, c_s, hops)[0])
+
+
+def final_grads_windows_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float,
+                          chunks: int) -> tuple[tuple[float, float], ...]:
+    """Per rank of the schedule's graph (longest_path_s): when it finishes, and how long before that
+    its last `chunks` gradient passes began (trace/builder.py issues a rank's step-level gradient
+    reduction there, one per model chunk it holds). Where the rank waits between those passes (a
+    DualPipe rank's two chunks end far apart), the reduction runs in the wait too."""
+    rank_t, starts = _walk(schedule, stages, m, c_s, (), chunks)
+    return tuple((t, t - st[0]) for t, st in zip(rank_t, starts, strict=True))
+
+
+def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, hops: Sequence[float],
+          last_grads: int = 0) -> tuple[list[float], list[list[float]]]:
+    """The graph's finish per rank and, with `last_grads`, the start times of each rank's last that
+    many gradient passes (a whole B, or a W)."""
     if hops and (len(hops) != len(stages) - 1 or SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP):
         raise ValueError(f"hops: {len(hops)} boundary costs for {len(stages)} ranks of {schedule.value}")
     k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
@@ -200,16 +249,93 @@ def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s:
     graph = _pass_graph(schedule, len(stages), m)
     end = [0.0] * len(graph)
     rank_t = [0.0] * len(stages)
-    for i, (r, kind, inputs) in enumerate(graph):
+    starts: list[list[float]] = [[] for _ in stages]
+    for i, (r, kind, inputs, *_) in enumerate(graph):
         t = rank_t[r]
         for d, cross in inputs:
             e = end[d] + ((hops[min(r, graph[d][0])] if hops else c_s) if cross else 0.0)
             if e > t:
                 t = e
+        if last_grads and kind in (_B_FULL, _W):
+            starts[r] = [*starts[r][1 - last_grads:], t] if last_grads > 1 else [t]
         t += cost[r][kind]
         rank_t[r] = t
         end[i] = t - tail[r] if kind == _B_FULL else t  # its input gradient leaves before its tail
-    return max(rank_t)
+    return rank_t, starts
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DpLane:
+    """One rank's per-micro-batch data-parallel collectives, seconds on its DP stream, per model chunk
+    it holds (ZeRO-3 re-gathering its weights every micro-batch; trace/builder.py StageExtras): one
+    weight all-gather issued with the chunk's first forward pass of a micro-batch and one with its
+    first backward pass, the gradient reduce-scatter's early part with its first gradient pass and
+    the rest (the last layer's share) after its last."""
+
+    gather_s: tuple[float, ...]
+    reduce_early_s: tuple[float, ...]
+    reduce_last_s: tuple[float, ...]
+    prefetch: bool = True  # gathers overlapped (DP overlap), else each runs when its pass starts, blocking
+
+
+def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence[DpLane], m: int,
+                c_s: float) -> float:
+    """Makespan of the schedule's dependency graph (longest_path_s) with each rank's DP stream as a
+    second resource that runs one collective at a time, in the order trace/builder.py issues them
+    (ZeRO-3): overlapped, a micro-batch's gathers leave when the rank reaches the pass that needs them,
+    before that pass's input arrives, and are prefetched (the pass does not wait; blocking, the pass
+    waits for them once its input is there); its early
+    reduce-scatter leaves as its first gradient pass starts; after its last gradient pass the rank
+    waits for all of them and then for the reduce-scatter's last part, which queues behind whatever
+    the rank issued before it. A rank whose stream is the bottleneck thus idles where the schedule
+    issues too little ahead (the pipeline's fill and drain): the closed forms' m·t + fill with the
+    stream's exposure folded into each pass cannot see that (up to 15% off the simulated step)."""
+    p = len(stages)
+    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
+    cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
+    end = [0.0] * len(_pass_graph(schedule, p, m))
+    chain = [0.0] * p
+    lane = [0.0] * p
+    for r, inputs, gathers, earlies, passes, lasts in _lane_program(schedule, p, m):
+        ln, t = lanes[r], chain[r]
+        busy = lane[r]
+        for c in gathers if ln.prefetch else ():  # prefetched gathers, issued before the pass's input arrives
+            busy = max(busy, t) + ln.gather_s[c]
+        for d, cross in inputs:
+            e = end[d] + c_s if cross else end[d]
+            if e > t:
+                t = e
+        for c in () if ln.prefetch else gathers:  # blocking gathers, once the input is there
+            busy = t = max(busy, t) + ln.gather_s[c]
+        for c in earlies:
+            busy = max(busy, t) + ln.reduce_early_s[c]
+        for j, kind in passes:
+            t += cost[r][kind]
+            end[j] = t
+        for c in lasts:  # joined after the last gradient pass, then the reduce-scatter's last part
+            busy = t = max(busy, t) + ln.reduce_last_s[c]
+        chain[r], lane[r] = t, busy
+    return max(chain)
+
+
+@functools.lru_cache(maxsize=64)
+def _lane_program(schedule: Schedule, p: int, m: int) -> tuple[tuple[Any, ...], ...]:
+    """_pass_graph as lane_path_s walks it: per pass (a DualPipe pair: both) its rank, inputs, and the
+    model chunks whose gathers, early and last reduce-scatters it issues, and its (node, kind)s."""
+    graph = _pass_graph(schedule, p, m)
+    out = []
+    i = 0
+    while i < len(graph):
+        r, _, inputs, _, _, role = graph[i]
+        group = graph[i:i + (2 if role & PAIR_FIRST else 1)]
+
+        def chunks(flags: int, group: tuple[PassNode, ...] = group) -> tuple[int, ...]:
+            return tuple(n[4] for n in group if n[5] & flags)
+
+        out.append((r, inputs, chunks(FIRST_F | FIRST_B), chunks(FIRST_GRAD),
+                    tuple((i + j, n[1]) for j, n in enumerate(group)), chunks(LAST_GRAD)))
+        i += len(group)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)

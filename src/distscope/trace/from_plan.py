@@ -64,7 +64,7 @@ from distscope.model.moe import (
 )
 from distscope.model.routing import routed_load
 from distscope.model.stages import chunk_sizes, stage_layers
-from distscope.plan import Dim, Placement, Plan, Recompute, chunk_rank
+from distscope.plan import Dim, Placement, Plan, Recompute, Schedule, chunk_rank
 from distscope.software.presets import DEFAULT as DEFAULT_SOFTWARE
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
@@ -197,6 +197,9 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     full = plan.recompute is Recompute.FULL
     rfrac = recompute_fraction(spec.layers, plan)
     split = plan.traits.split_backward and pp > 1
+    # a gradient codec runs in the W pass where every backward is split; DualPipe splits only in its
+    # zero-bubble phases, so its codec stays in the B pass, once per micro-batch (estimate.py rs_split)
+    codec_split = split and plan.schedule is not Schedule.DUALPIPE
     placement = plan.traits.placement if pp > 1 else Placement.LOOP
     fcap = routed_load(spec, plan, T) if spec.moe is not None else 1.0
     a2a_overlap = plan.moe_a2a_overlap and m > 1
@@ -358,7 +361,8 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             # ZeRO-3: per micro-batch, the weights gathered for its forward and again for its backward,
             # the gradients reduce-scattered, all but the last layer's share behind the backward
             rss_early, rss = _reduce_scatters(grad, zero3_reduce_last_share(plan, sw, sl.total / chunks_here))
-            mb_codec.append((gather_codec, gather_codec + (0.0 if split else grad_codec), grad_codec if split else 0.0))
+            mb_codec.append((gather_codec, gather_codec + (0.0 if codec_split else grad_codec),
+                             grad_codec if codec_split else 0.0))
             extras.append(StageExtras(optimizer_s=opt_s, tied=tied, mb_gather=gather, mb_gather_bwd=gather,
                                       mb_gather_overlap=dp_overlap, mb_reduce=rss, mb_reduce_early=rss_early,
                                       mb_chunk_layers=chunk_layers))
@@ -367,7 +371,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
             # per micro-batch gradient reduce-scatter, layer by layer behind its backward; one weight
             # all-gather per step after the optimizer (estimate.py, the ZeRO-2 branch)
             z2_early, z2_rs = _reduce_scatters(grad, zero3_reduce_last_share(plan, sw, sl.total / chunks_here))
-            mb_codec.append((0.0, 0.0 if split else grad_codec, grad_codec if split else 0.0))
+            mb_codec.append((0.0, 0.0 if codec_split else grad_codec, grad_codec if codec_split else 0.0))
             extras.append(StageExtras(optimizer_s=opt_s + gather_codec, tied=tied, mb_reduce=z2_rs,
                                       mb_reduce_early=z2_early, param_gather=gather, param_gather_overlap=dp_overlap,
                                       mb_chunk_layers=chunk_layers))
