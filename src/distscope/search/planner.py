@@ -232,6 +232,11 @@ class _Search:
                     if bounds[mb] >= self.threshold():
                         continue  # cannot enter the kept set (branch and bound)
                     plan = base_plan(self.space, lay, sharding, sp, mb)
+                    if plan.zero_stage == 3 and plan.reshard_after_forward and lay.pp > 1 and mb in fits_plain:
+                        # a pipeline re-gathering its weights every micro-batch is never faster than the
+                        # distributed optimizer gathering them once (0 of 18,767 such pairs in four
+                        # searches); it only saves memory, and that fits already
+                        continue
                     e = self.est(plan)
                     if e.feasible:
                         self.add(Candidate(plan, e))
