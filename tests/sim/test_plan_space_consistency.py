@@ -79,6 +79,12 @@ def test_gather_bound_first_forward_delays_the_pipeline_in_both_verbs() -> None:
                micro_batch=1, recompute="full", schedule="dualpipe", overlap="dp,tp", attention="unfused",
                reshard_after_forward=True, compress="dp-grad=int4-hs,weights=qwd-int4,tp=fp8", framework="any",
                software="deepspeed-zero3-2021")),
+    # PipeDream-2BW with blocking ZeRO-2: the tied-embedding all-reduce waits for the first stage's last
+    # backward, but not for the other stages' per-micro-batch reduce-scatters (5.7% over before)
+    (WorkloadFlags(model="gpt-7.5b", seq=1024, global_batch=64), SystemFlags(cluster="dgx-a100", gpus=32),
+     PlanFlags(dp=2, pp=4, cp=4, zero=2, distributed_optimizer=False, micro_batch=2, recompute="full",
+               recompute_layers=1, schedule="2bw", overlap="none", attention="unfused", framework="any",
+               software="megatron-lm-2020")),
 ])
 def test_per_micro_batch_zero_in_a_pipeline_agrees(workload: WorkloadFlags, system: SystemFlags,
                                                     plan: PlanFlags) -> None:

@@ -824,7 +824,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # PipeDream-2BW with blocking gradient collectives (Megatron's finalize_model_grads): every
             # step the last stage waits in the embedding all-reduce for the first stage's last backward,
             # the drain of the step's last micro-batch through the stages before it
-            tied_sync += sum(rp.b_s + rp.w_s for rp in rank_passes[:-1]) + (pp - 1) * edge_s
+            # (a stage sends its input gradient on before its own per-micro-batch tail, the gradient
+            # reduce-scatter: only the first stage's tail is on that path, and the last stage's runs
+            # while it waits)
+            tied_sync += max(0.0, sum(rp.b_s + rp.w_s - rp.tail_s for rp in rank_passes[:-1]) + rank_passes[0].tail_s
+                             + (pp - 1) * edge_s - rank_passes[-1].tail_s)
     opt_s += sw.step_overhead_s  # per-step fixed costs the software's timings include
     step = max(pipe + dp_exp, lane) + opt_s + tied_sync
     if plan.schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE) and pp > 1 and not lane_exp:
