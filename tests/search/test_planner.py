@@ -122,3 +122,24 @@ def test_software_preset_prices_every_candidate() -> None:
     for c in res.top:
         assert c.step_time_s == estimate(SPEC, SHAPE, CLUSTER, c.plan, software=sw).step_time_s
     assert res.best.step_time_s > plain.best.step_time_s
+
+
+def test_zero3_regathering_in_a_pipeline_never_beats_the_distributed_optimizer() -> None:
+    """The planner skips per-micro-batch ZeRO-3 in a pipeline where the distributed optimizer fits
+    (planner.py): it moves the weights every micro-batch instead of once, so it is never faster."""
+    compared = 0
+    for tp, pp, mb, sched, ov in itertools.product((1, 2), (2, 4), (1, 2), (Schedule.ONE_F_ONE_B, Schedule.ZB_H1),
+                                                   (frozenset({Dim.DP}), ALL_OVERLAP)):
+        dp = 4 // (tp * pp)
+        if dp < 2:
+            continue
+        common = dict(dp=dp, tp=tp, pp=pp, micro_batch=mb, schedule=sched, overlap=ov, precision=Precision.BF16,
+                      sequence_parallel=tp > 1, stage_layers=balanced_chunks(SPEC.layers, pp, 1))
+        dist_opt = Plan(zero_stage=0, distributed_optimizer=True, **common)  # type: ignore[arg-type]
+        z3 = Plan(zero_stage=3, distributed_optimizer=False, reshard_after_forward=True, **common)  # type: ignore[arg-type]
+        if not (_check(dist_opt) and _check(z3)):
+            continue
+        compared += 1
+        assert (estimate(SPEC, SHAPE, CLUSTER, z3).step_time_s
+                >= estimate(SPEC, SHAPE, CLUSTER, dist_opt).step_time_s), (tp, pp, mb, sched, ov)
+    assert compared >= 8
