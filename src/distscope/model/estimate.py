@@ -40,7 +40,6 @@ from distscope.model.schedules import (
     final_grads_windows_s,
     inflight_sets,
     lane_path_s,
-    longest_path_s,
     pipeline_s,
     weight_versions,
 )
@@ -797,11 +796,6 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     rank_passes = [passes[j] for j in rank_kind]
     if plan.schedule not in _FLUSH_FORMULA:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
-    elif plan.vp == 1 and plan.stage_layers and pp > 1:
-        # uneven stages a user (or the planner's re-partition) chose: m·t_max + Σ others is only a bound
-        # when the slowest stage sits inside the pipeline; the graph's longest path is the step (4.7%
-        # less for Mixtral split 7,9,9,7)
-        pipe = longest_path_s(plan.schedule, rank_passes, m, edge_s)
     if mirror_dp and len(mirror_dp) == len(passes):
         ends = []
         for (finish, window), j in zip(final_grads_windows_s(plan.schedule, rank_passes, m, edge_s, 2), rank_kind,
