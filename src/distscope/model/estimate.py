@@ -826,9 +826,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     opt_s += sw.step_overhead_s  # per-step fixed costs the software's timings include
     step = max(pipe + dp_exp, lane) + opt_s + tied_sync
     if plan.schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE) and pp > 1 and not lane_exp:
-        # each rank reduces its gradients and steps its optimizer after its own last backward, and in
-        # the drain rank r's ends its predecessor's backward (and a transfer) before rank r - 1's: the
-        # end stages' extra embedding or LM-head parameters need not land on the last rank to finish
+        # each rank reduces its gradients and steps its optimizer after its own last backward; in the
+        # drain rank r finishes that backward one backward of rank r - 1 (and a transfer) before rank
+        # r - 1 finishes its own, so a larger optimizer on a later rank (the LM head's, or a stage with
+        # more layers) need not add to the step in full
         end, ends = pipe, []
         for r, j in enumerate(rank_kind):
             if r:
