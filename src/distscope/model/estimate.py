@@ -243,20 +243,21 @@ def _chunk_fractions(sizes: Sequence[int], chunks: Sequence[int]) -> tuple[float
     return tuple(x / (sum(n) or 1) for x in n)
 
 
-def _z3_lane(dp_coll: Callable[..., tuple[float, float]], params: tuple[float, float],
-             gather: tuple[float, CompressionMethod], grad: tuple[float, CompressionMethod],
+def _mb_lane(dp_coll: Callable[..., tuple[float, float]], params: tuple[float, float],
+             gather: tuple[float, CompressionMethod] | None, grad: tuple[float, CompressionMethod],
              groups: tuple[GroupNet, GroupNet], last_share: float, fractions: tuple[float, ...],
-             prefetch: bool) -> DpLane:
-    """A rank's per-micro-batch ZeRO-3 collectives per model chunk (schedules.DpLane), as the trace
-    issues them (trace/from_plan.py): each chunk's fraction of the weights gathered, and of the
-    gradients reduce-scattered in two parts, the last `last_share` after the chunk's last gradient pass."""
+             prefetch: bool, step_gather_s: float = 0.0) -> DpLane:
+    """A rank's per-micro-batch ZeRO collectives per model chunk (schedules.DpLane), as the trace issues
+    them (trace/from_plan.py): each chunk's fraction of the weights gathered (ZeRO-3; ZeRO-2 gathers
+    once per step, `step_gather_s`), and of the gradients reduce-scattered in two parts, the last
+    `last_share` after the chunk's last gradient pass."""
     def coll(kind: Collective, f: float, nbytes: tuple[float, CompressionMethod]) -> float:
         return dp_coll(kind, (params[0] * f, params[1] * f), nbytes[0], nbytes[1], groups)[0] if f > 0 else 0.0
 
-    return DpLane(gather_s=tuple(coll(Collective.ALL_GATHER, f, gather) for f in fractions),
+    return DpLane(gather_s=tuple(coll(Collective.ALL_GATHER, f, gather) if gather else 0.0 for f in fractions),
                   reduce_early_s=tuple(coll(Collective.REDUCE_SCATTER, f * (1 - last_share), grad) for f in fractions),
                   reduce_last_s=tuple(coll(Collective.REDUCE_SCATTER, f * last_share, grad) for f in fractions),
-                  prefetch=prefetch)
+                  prefetch=prefetch, step_gather_s=step_gather_s)
 
 
 def tp_regather_hide_s(c: LayerCost, *, split: bool, rec_s: float, cp: bool) -> float:
@@ -546,7 +547,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     mirror_dp: dict[int, tuple[float, float, float, float, float]] = {}
     # overlapped ZeRO-3 in a pipeline: the ranks' DP streams enter the schedule's graph (lane_path_s)
     # instead of each pass carrying its share of them (not for interleaved 1F1B, which has no graph here)
-    lane_mode = per_mb_z3 and pp > 1 and traits.flush and not (placement is Placement.LOOP and plan.vp > 1)
+    # (ZeRO-2's per-micro-batch reduce-scatters too, overlapped)
+    lane_mode = ((per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)) and pp > 1 and traits.flush
+                 and not (placement is Placement.LOOP and plan.vp > 1))
     tails: list[float] = []  # per stage kind: per-micro-batch time off the path between stages (z3_tail)
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
@@ -699,7 +702,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             # reduce-scatter; blocking ones run when their pass starts, on the path between stages
             z3_tail = z3_exp - codecs - (0.0 if Dim.DP in plan.overlap else z3_ag)
             if lane_mode:  # the stream's own timeline prices the collectives (lane_path_s)
-                lanes.append(_z3_lane(dp_coll, params, (wbytes, w_m), (gbytes, g_m), (g_z3, g_z3e), last_share,
+                lanes.append(_mb_lane(dp_coll, params, (wbytes, w_m), (gbytes, g_m), (g_z3, g_z3e), last_share,
                                       _chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
                                       if chunks_per_rank > 1 else (1.0,), Dim.DP in plan.overlap))
                 z3_exp -= z3_hid
@@ -715,10 +718,17 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             rs_exp = max(t_rs * last_share, t_rs - rs_hide) if Dim.DP in plan.overlap else t_rs
             z3_exp = rs_exp + rho * (t_rs - rs_exp) + z3_codec_rs
             z3_tail = z3_exp - z3_codec_rs
-            z3_w = z3_tail + z3_codec_rs if rs_split else 0.0
             z3_f = 0.0
             stage_dp_tot = (t_rs + z3_codec_rs) * m * share + t_ag + codec
             stage_dp_exp = (max(0.0, t_ag - fwd_wall) if Dim.DP in plan.overlap else t_ag) + codec
+            if lane_mode:  # the reduce-scatters and the step's gather on the stream's timeline (lane_path_s)
+                lanes.append(_mb_lane(dp_coll, params, None, (gbytes, g_m), (g_dp, g_edp), last_share,
+                                      _chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
+                                      if chunks_per_rank > 1 else (1.0,), True, t_ag))
+                z3_exp -= rs_exp
+                z3_tail = 0.0
+                stage_dp_exp = codec
+            z3_w = z3_tail + z3_codec_rs if rs_split else 0.0
         else:
             # DDP, distributed optimizer, and FSDP keeping parameters gathered across micro-batches
             # (one all-gather before the first forward, one reduce-scatter after the last backward)
@@ -805,7 +815,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             ends.append(finish + e + rho * max(0.0, tot - e) + extra)
         dp_exp = max(0.0, max(ends) - pipe)
     lane_exp = 0.0  # what the DP streams add to the pipeline (lane_mode), reported as dp
-    if lane_mode and any(any(ln.gather_s) or any(ln.reduce_last_s) for ln in lanes):
+    if lane_mode and any(any(ln.gather_s) or any(ln.reduce_last_s) or ln.step_gather_s for ln in lanes):
         lane_exp = max(0.0, lane_path_s(plan.schedule, rank_passes, [lanes[j] for j in rank_kind], m, edge_s) - pipe)
         pipe += lane_exp
     tied_sync = 0.0

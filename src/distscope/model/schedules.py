@@ -133,7 +133,7 @@ _F, _B_SPLIT, _B_FULL, _W = range(4)
 
 # a pass's role for its (micro-batch, model chunk) on its rank (_pass_graph): where trace/builder.py
 # issues that micro-batch's per-micro-batch ZeRO collectives
-FIRST_F, FIRST_B, FIRST_GRAD, LAST_GRAD, PAIR_FIRST = 1, 2, 4, 8, 16
+FIRST_F, FIRST_B, FIRST_GRAD, LAST_GRAD, PAIR_FIRST, FIRST_FWDS_END = 1, 2, 4, 8, 16, 32
 PassNode = tuple[int, int, tuple[tuple[int, bool], ...], int, int, int]
 
 
@@ -158,7 +158,7 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[PassNode, ...]:
         return r
 
     orders = [stage_order(schedule, stage=r, stages=p, micro_batches=m, chunks=chunks) for r in range(p)]
-    roles = [_roles(order) for order in orders]
+    roles = [_roles(order, chunks) for order in orders]
     done: dict[tuple[object, int, int], int] = {}  # (pass, micro, position) -> node
     nodes: list[PassNode] = []
     idx = [0] * p
@@ -194,12 +194,16 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[PassNode, ...]:
     return tuple(nodes)
 
 
-def _roles(order: Sequence[Any]) -> list[int]:
+def _roles(order: Sequence[Any], chunks: int) -> list[int]:
     """Per step of one rank's order, its roles for its (micro-batch, chunk): its first forward, its
-    first backward, its first and last pass that makes weight gradients (a whole B, or a W)."""
+    first backward, its first and last pass that makes weight gradients (a whole B, or a W); and the
+    rank's forward that ends its first forward of each chunk (FIRST_FWDS_END)."""
     from distscope.trace.schedule import Pass
 
     out = [0] * len(order)
+    fwds = [n for n, st in enumerate(order) if st.kind is Pass.F]
+    if fwds:
+        out[fwds[min(chunks, len(fwds)) - 1]] |= FIRST_FWDS_END
     first: dict[tuple[int, int, int], int] = {}
     last: dict[tuple[int, int], int] = {}
     for n, st in enumerate(order):
@@ -276,6 +280,9 @@ class DpLane:
     reduce_early_s: tuple[float, ...]
     reduce_last_s: tuple[float, ...]
     prefetch: bool = True  # gathers overlapped (DP overlap), else each runs when its pass starts, blocking
+    # ZeRO-2's one weight all-gather per step, issued as the step starts (overlapped) and waited for
+    # after the rank's first forward of each chunk, whose output leaves after it
+    step_gather_s: float = 0.0
 
 
 def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence[DpLane], m: int,
@@ -295,8 +302,8 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
     cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
     end = [0.0] * len(_pass_graph(schedule, p, m))
     chain = [0.0] * p
-    lane = [0.0] * p
-    for r, inputs, gathers, earlies, passes, lasts in _lane_program(schedule, p, m):
+    lane = [ln.step_gather_s for ln in lanes]
+    for r, inputs, gathers, earlies, passes, lasts, joins in _lane_program(schedule, p, m):
         ln, t = lanes[r], chain[r]
         busy = lane[r]
         for c in gathers if ln.prefetch else ():  # prefetched gathers, issued before the pass's input arrives
@@ -312,6 +319,10 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
         for j, kind in passes:
             t += cost[r][kind]
             end[j] = t
+        if joins and t < ln.step_gather_s:
+            t = ln.step_gather_s
+            for j, _ in passes:
+                end[j] = t
         for c in lasts:  # joined after the last gradient pass, then the reduce-scatter's last part
             busy = t = max(busy, t) + ln.reduce_last_s[c]
         chain[r], lane[r] = t, busy
@@ -333,7 +344,8 @@ def _lane_program(schedule: Schedule, p: int, m: int) -> tuple[tuple[Any, ...], 
             return tuple(n[4] for n in group if n[5] & flags)
 
         out.append((r, inputs, chunks(FIRST_F | FIRST_B), chunks(FIRST_GRAD),
-                    tuple((i + j, n[1]) for j, n in enumerate(group)), chunks(LAST_GRAD)))
+                    tuple((i + j, n[1]) for j, n in enumerate(group)), chunks(LAST_GRAD),
+                    any(n[5] & FIRST_FWDS_END for n in group)))
         i += len(group)
     return tuple(out)
 
