@@ -663,6 +663,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         rs_split = split and plan.schedule is not Schedule.DUALPIPE
         rs_hide = (wgrad if rs_split else bwd_wall) + z3_codec_rs + (fwd_wall if placement is Placement.MIRROR else 0.0)
         last_share = zero3_reduce_last_share(plan, sw, sl.total / chunks_per_rank)
+        # each model chunk's share of the rank's per-micro-batch ZeRO traffic (lane_mode)
+        fractions = (_chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement)) if chunks_per_rank > 1
+                     else (1.0,))
         # z3_tail: what a micro-batch waits for on the DP stream after its last gradient pass sent its
         # input gradient on (builder.py: overlapped gathers joined there, then the reduce-scatter): on
         # the rank's own timeline, not on the path between stages that fills and drains the pipeline;
@@ -703,8 +706,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             z3_tail = z3_exp - codecs - (0.0 if Dim.DP in plan.overlap else z3_ag)
             if lane_mode:  # the stream's own timeline prices the collectives (lane_path_s)
                 lanes.append(_mb_lane(dp_coll, params, (wbytes, w_m), (gbytes, g_m), (g_z3, g_z3e), last_share,
-                                      _chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
-                                      if chunks_per_rank > 1 else (1.0,), Dim.DP in plan.overlap))
+                                      fractions, Dim.DP in plan.overlap))
                 z3_exp -= z3_hid
                 z3_f = z3_codec_f
                 z3_tail = 0.0
@@ -723,8 +725,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_dp_exp = (max(0.0, t_ag - fwd_wall) if Dim.DP in plan.overlap else t_ag) + codec
             if lane_mode:  # the reduce-scatters and the step's gather on the stream's timeline (lane_path_s)
                 lanes.append(_mb_lane(dp_coll, params, None, (gbytes, g_m), (g_dp, g_edp), last_share,
-                                      _chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
-                                      if chunks_per_rank > 1 else (1.0,), True, t_ag))
+                                      fractions, True, t_ag))
                 z3_exp -= rs_exp
                 z3_tail = 0.0
                 stage_dp_exp = codec

@@ -16,6 +16,7 @@ term uses the slowest rank, the fill/drain term the mean rank (the existing 1F1B
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -241,19 +242,25 @@ def final_grads_windows_s(schedule: Schedule, stages: Sequence[StagePass], m: in
     return tuple((t, t - st[0]) for t, st in zip(rank_t, starts, strict=True))
 
 
+def _pass_costs(schedule: Schedule, stages: Sequence[StagePass]) -> tuple[list[tuple[float, ...]], list[float]]:
+    """Per rank, the seconds of one graph node of each kind (_F, _B_SPLIT, _B_FULL, _W) and of a whole
+    backward's tail; a ZB-V node is one of the rank's two chunks, half its StagePass."""
+    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
+    return ([(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages],
+            [k * s.tail_s for s in stages])
+
+
 def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, hops: Sequence[float],
-          last_grads: int = 0) -> tuple[list[float], list[list[float]]]:
+          last_grads: int = 0) -> tuple[list[float], list[collections.deque[float]]]:
     """The graph's finish per rank and, with `last_grads`, the start times of each rank's last that
     many gradient passes (a whole B, or a W)."""
     if hops and (len(hops) != len(stages) - 1 or SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP):
         raise ValueError(f"hops: {len(hops)} boundary costs for {len(stages)} ranks of {schedule.value}")
-    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
-    cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
-    tail = [k * s.tail_s for s in stages]
+    cost, tail = _pass_costs(schedule, stages)
     graph = _pass_graph(schedule, len(stages), m)
     end = [0.0] * len(graph)
     rank_t = [0.0] * len(stages)
-    starts: list[list[float]] = [[] for _ in stages]
+    starts = [collections.deque[float](maxlen=max(last_grads, 1)) for _ in stages]
     for i, (r, kind, inputs, *_) in enumerate(graph):
         t = rank_t[r]
         for d, cross in inputs:
@@ -261,7 +268,7 @@ def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, h
             if e > t:
                 t = e
         if last_grads and kind in (_B_FULL, _W):
-            starts[r] = [*starts[r][1 - last_grads:], t] if last_grads > 1 else [t]
+            starts[r].append(t)
         t += cost[r][kind]
         rank_t[r] = t
         end[i] = t - tail[r] if kind == _B_FULL else t  # its input gradient leaves before its tail
@@ -271,7 +278,8 @@ def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, h
 @dataclasses.dataclass(frozen=True, slots=True)
 class DpLane:
     """One rank's per-micro-batch data-parallel collectives, seconds on its DP stream, per model chunk
-    it holds (ZeRO-3 re-gathering its weights every micro-batch; trace/builder.py StageExtras): one
+    it holds (ZeRO-3 re-gathering its weights every micro-batch, or ZeRO-2 reducing its gradients
+    every micro-batch; trace/builder.py StageExtras): one
     weight all-gather issued with the chunk's first forward pass of a micro-batch and one with its
     first backward pass, the gradient reduce-scatter's early part with its first gradient pass and
     the rest (the last layer's share) after its last."""
@@ -291,15 +299,14 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
     second resource that runs one collective at a time, in the order trace/builder.py issues them
     (ZeRO-3): overlapped, a micro-batch's gathers leave when the rank reaches the pass that needs them,
     before that pass's input arrives, and are prefetched (the pass does not wait; blocking, the pass
-    waits for them once its input is there); its early
-    reduce-scatter leaves as its first gradient pass starts; after its last gradient pass the rank
+    waits for them once its input is there); its early reduce-scatter leaves as its first gradient
+    pass starts; after its last gradient pass the rank
     waits for all of them and then for the reduce-scatter's last part, which queues behind whatever
     the rank issued before it. A rank whose stream is the bottleneck thus idles where the schedule
     issues too little ahead (the pipeline's fill and drain): the closed forms' m·t + fill with the
     stream's exposure folded into each pass cannot see that (up to 15% off the simulated step)."""
     p = len(stages)
-    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
-    cost = [(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages]
+    cost, _ = _pass_costs(schedule, stages)
     end = [0.0] * len(_pass_graph(schedule, p, m))
     chain = [0.0] * p
     lane = [ln.step_gather_s for ln in lanes]
