@@ -90,6 +90,12 @@ def ranks_with_traces(out_dir: Path) -> list[int]:
     return sorted(out)
 
 
+def ranks_that_exited(out_dir: Path) -> list[int]:
+    """Ranks that left through the interpreter's exit (their steps.<r>.json is written at exit, even with no
+    step timed): a rank killed by a signal, or crashed in native code, leaves none."""
+    return sorted(int(r) for p in out_dir.glob("steps.*.json") if (r := p.name.split(".")[1]).isdigit())
+
+
 def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
                      first_done: dict[tuple[str, int], tuple[float, float]] | None = None,
                      cost: ProfilerCost | None = None) -> CapturedRank:

@@ -29,6 +29,8 @@ def capture_env(out_dir: Path, step: int, dims: str = "", warmup: int = 0, profi
     env["DISTSCOPE_CAPTURE_WARMUP"] = str(warmup)
     env["DISTSCOPE_CAPTURE_PROFILED"] = str(profiled)
     env["DISTSCOPE_COMMLOG_DIMS"] = dims
+    # a rank that crashes in native code (SIGABRT, SIGSEGV) prints its Python stack before it dies
+    env.setdefault("PYTHONFAULTHANDLER", "1")
     return env
 
 

@@ -164,6 +164,10 @@ def capture_cmd(
         str, typer.Option(help="Explicit group labels, e.g. 'tp=0,1|2,3;dp=0,2|1,3' (DeviceMesh dim names are used automatically).")
     ] = "",
     timeout_s: Annotated[float, typer.Option(help="Kill the job (torchrun and its workers) after this many seconds.")] = 1800.0,
+    retries: Annotated[
+        int, typer.Option(help="Run the job again, this many times at most, when it fails with no rank exiting through "
+                          "Python: a crash in native code (e.g. the profiler's SIGABRT), not an error of the script.")
+    ] = 1,
     convert: Annotated[
         bool, typer.Option("--convert/--no-convert", help="Also convert with mlc-chakra's own converter into OUT/chakra/.")
     ] = True,
@@ -179,7 +183,13 @@ def capture_cmd(
     from rich.console import Console
 
     from distscope.errors import DistscopeError
-    from distscope.trace.capture_files import choose_profiled_step, clear, postprocess, ranks_with_traces
+    from distscope.trace.capture_files import (
+        choose_profiled_step,
+        clear,
+        postprocess,
+        ranks_that_exited,
+        ranks_with_traces,
+    )
     from distscope.trace.capture_launch import capture_env, run_job
     from distscope.trace.chakra_io import chakra
     from distscope.userfile import out_path
@@ -193,17 +203,24 @@ def capture_cmd(
         raise DistscopeError(f"--step={step} must be >= 0")
     if profiled_steps < 1:
         raise DistscopeError(f"--profiled-steps={profiled_steps} must be >= 1")
+    if retries < 0:
+        raise DistscopeError(f"--retries={retries} must be >= 0")
     if not ctx.args:
         raise DistscopeError("command is empty: give it after '--', e.g. -- torchrun --nproc-per-node 4 train.py")
     out = out_path(out_arg, "--out")
     chakra()  # the capture is written as Chakra ET: say so before the job runs, not after
     out.mkdir(parents=True, exist_ok=True)
-    clear(out)
-    rc = run_job(ctx.args, capture_env(out, step, dims, warmup, profiled_steps), timeout_s)
+    for attempt in range(retries + 1):
+        clear(out)
+        rc = run_job(ctx.args, capture_env(out, step, dims, warmup, profiled_steps), timeout_s)
+        why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
+        if rc == 0 or ranks_that_exited(out) or attempt == retries:
+            break
+        print(f"distscope: the job exited with {why} and none of its ranks exited through Python (a crash in native "
+              f"code, or a kill); capturing again (retry {attempt + 1} of {retries})", file=sys.stderr)
     choose_profiled_step(out)
     if rc != 0:
         code = 128 + -rc if rc < 0 else rc
-        why = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
         ranks = ranks_with_traces(out)
         print(
             f"distscope: error: the job exited with {why}; partial capture left in {str(out)!r} "

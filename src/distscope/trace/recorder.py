@@ -210,9 +210,8 @@ class CaptureLogger(CommLogger):
         self._last = time.perf_counter()
 
     def write_steps(self) -> None:
-        """steps.<rank>.json: every interval, which are warm-up and which one was profiled."""
-        if not self.step_times_s:
-            return
+        """steps.<rank>.json: every interval, which are warm-up and which one was profiled. Written even with
+        no step timed: it records that this rank exited through the interpreter (capture_files.ranks_that_exited)."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         data = {"rank": self.rank, "step_s": self.step_times_s, "warmup": self.warmup,
                 "profiled": [self.capture_step + i for i, t in enumerate(self.tries) if t.started]}
