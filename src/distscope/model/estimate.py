@@ -803,7 +803,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         on_path = [t - r for t, r in zip(stage_t, tails, strict=True)]
         pipe = m * t_max + (sum(t * c for t, c in zip(on_path, counts, strict=True)) - on_path[k]) / plan.vp
         if pp > 1 and Dim.PP in plan.overlap:
-            pipe += p2p_per_mb * (pp - 1) / plan.vp  # fill and drain transfers stay exposed
+            # fill and drain transfers stay exposed: the first micro-batch's forward and the last one's
+            # backward cross every boundary between model chunks, vp·(pp−1) between neighbours and vp−1
+            # from the last rank back to the first (the graph's longest path, schedules.longest_path_s)
+            pipe += 2 * (plan.vp * (pp - 1) * p2p + (plan.vp - 1) * p2p_wrap)
     rank_passes = [passes[j] for j in rank_kind]
     if plan.schedule not in _FLUSH_FORMULA:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)

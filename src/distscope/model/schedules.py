@@ -378,7 +378,9 @@ def final_grad_passes(schedule: Schedule, stage: int, p: int, m: int, vp: int) -
 def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int, c_s: float) -> float:
     """Step time of the pipeline part for any schedule (see the functions above). The zero-bubble
     schedules and DualPipe use their closed form when every rank does the same work, else the longest
-    path of their graph (longest_path_s)."""
+    path of their graph (longest_path_s). The others' transfers (C each) stay exposed in fill and drain:
+    the first micro-batch's forward and the last one's backward cross all p·vp − 1 boundaries between
+    model chunks (interleaved 1F1B's chunks go round the ranks vp times)."""
     if len(stages) == 1:
         return m * stages[0].total_s
     if schedule in (Schedule.ZB_H1, Schedule.ZB_V, Schedule.DUALPIPE) and (
@@ -393,7 +395,7 @@ def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int,
     if schedule is Schedule.PIPEDREAM_2BW:
         return pipedream_2bw_s(stages, m)
     p = len(stages)
-    return flush_1f1b_s([s.total_s for s in stages], m, vp) + 2 * c_s * (p - 1)
+    return flush_1f1b_s([s.total_s for s in stages], m, vp) + 2 * c_s * (p * vp - 1)
 
 
 def inflight_sets(schedule: Schedule, stage: int, pp: int, vp: int, m: int) -> tuple[float, float]:
