@@ -243,6 +243,18 @@ def _chunk_fractions(sizes: Sequence[int], chunks: Sequence[int]) -> tuple[float
     return tuple(x / (sum(n) or 1) for x in n)
 
 
+def _chunk_shares(per_mb: float, head_s: float, sizes: Sequence[int], rank: int, pp: int,
+                  placement: Placement) -> tuple[float, ...]:
+    """Each of a rank's model chunks' share of its per-micro-batch work (schedules.StagePass.chunk_shares):
+    its layers' share of the layers' part, and the LM head's passes (`head_s`) on the model's last chunk.
+    ZB-V's two chunks are uneven under --stage-layers (2 and 3 layers: halves would price them 2.5 each)."""
+    own = rank_chunks(rank, pp, 2, placement)
+    layers = [sizes[v] for v in own]
+    w = [(per_mb - head_s) * n / (sum(layers) or 1) + (head_s if v == 2 * pp - 1 else 0.0)
+         for n, v in zip(layers, own, strict=True)]
+    return tuple(x / (sum(w) or 1.0) for x in w)
+
+
 def _mb_lane(dp_coll: Callable[..., tuple[float, float]], params: tuple[float, float],
              gather: tuple[float, CompressionMethod] | None, grad: tuple[float, CompressionMethod],
              groups: tuple[GroupNet, GroupNet], last_share: float, fractions: tuple[float, ...],
@@ -585,6 +597,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         sc = _mixed([(k0, k1, n, r) for _, k0, k1, n, r in lc])
         tp_tot, tp_f, tp_b, cp_tot, cp_f, cp_b = sc.tp_tot, sc.tp_f, sc.tp_b, sc.cp_tot, sc.cp_f, sc.cp_b
         ep_tot, ep_f, ep_exp = sc.ep_tot, sc.ep_f, sc.ep_f + sc.ep_b
+        head_s = 0.0  # the LM head's passes (and their TP traffic), on the model's last chunk
         if last:
             fwd += head.fwd_s
             bwd += head.bwd_s
@@ -596,7 +609,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 tp_tot += x
                 tp_f += x / 2 if plan.sp else 0.0
                 tp_b += x / 2 if plan.sp else x
-            last_extra = head.fwd_s + head.bwd_s + x
+            last_extra = head_s = head.fwd_s + head.bwd_s + x
         if first and tp > 1:  # vocab-parallel embedding output reduction
             x = _tp_layer_comm(D_tp, g_tp, plan.sp)[0] / (1 if not plan.sp else 2)
             tp_tot += x
@@ -770,7 +783,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         f_s = (fwd + tp_f + cp_f + ep_f + z3_f) * share + pp_f
         per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_f + pp_b
         w_s = (wgrad + z3_w) * share if split else 0.0
-        passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share))
+        passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share,
+                                chunk_shares=_chunk_shares(per_mb, head_s, sizes, at, pp, placement)
+                                if placement is Placement.V and pp > 1 else ()))
         tails.append(z3_tail * share)
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
                       "ep": ep_exp * share, "pp": pp_f + pp_b, "dp": z3_exp * share, "tp_tot": tp_tot * share,

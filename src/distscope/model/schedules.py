@@ -33,6 +33,8 @@ class StagePass:
     b_s: float
     w_s: float
     tail_s: float = 0.0  # the part of a whole backward (B + W) that follows the sending of its input gradient
+    # ZB-V: each of the rank's two model chunks' share of the work (uneven chunks; empty: halves)
+    chunk_shares: tuple[float, ...] = ()
 
 
     @property
@@ -242,12 +244,16 @@ def final_grads_windows_s(schedule: Schedule, stages: Sequence[StagePass], m: in
     return tuple((t, t - st[0]) for t, st in zip(rank_t, starts, strict=True))
 
 
-def _pass_costs(schedule: Schedule, stages: Sequence[StagePass]) -> tuple[list[tuple[float, ...]], list[float]]:
-    """Per rank, the seconds of one graph node of each kind (_F, _B_SPLIT, _B_FULL, _W) and of a whole
-    backward's tail; a ZB-V node is one of the rank's two chunks, half its StagePass."""
-    k = 0.5 if SCHEDULE_TRAITS[schedule].placement is Placement.V else 1.0
-    return ([(k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for s in stages],
-            [k * s.tail_s for s in stages])
+def _pass_costs(schedule: Schedule, stages: Sequence[StagePass]
+                ) -> tuple[list[tuple[tuple[float, ...], ...]], list[tuple[float, ...]]]:
+    """Per rank and model chunk, the seconds of one graph node of each kind (_F, _B_SPLIT, _B_FULL, _W)
+    and of a whole backward's tail: a ZB-V node is one of the rank's two chunks, its share of the
+    StagePass (StagePass.chunk_shares, else half); a DualPipe node is a whole micro-batch's passes."""
+    v = SCHEDULE_TRAITS[schedule].placement is Placement.V
+    ks = [(s.chunk_shares if len(s.chunk_shares) == 2 else (0.5, 0.5)) if v else (1.0, 1.0) for s in stages]
+    return ([tuple((k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for k in kk)
+             for s, kk in zip(stages, ks, strict=True)],
+            [tuple(k * s.tail_s for k in kk) for s, kk in zip(stages, ks, strict=True)])
 
 
 def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, hops: Sequence[float],
@@ -261,7 +267,7 @@ def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, h
     end = [0.0] * len(graph)
     rank_t = [0.0] * len(stages)
     starts = [collections.deque[float](maxlen=max(last_grads, 1)) for _ in stages]
-    for i, (r, kind, inputs, *_) in enumerate(graph):
+    for i, (r, kind, inputs, _, chunk, _) in enumerate(graph):
         t = rank_t[r]
         for d, cross in inputs:
             e = end[d] + ((hops[min(r, graph[d][0])] if hops else c_s) if cross else 0.0)
@@ -269,9 +275,9 @@ def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, h
                 t = e
         if last_grads and kind in (_B_FULL, _W):
             starts[r].append(t)
-        t += cost[r][kind]
+        t += cost[r][chunk][kind]
         rank_t[r] = t
-        end[i] = t - tail[r] if kind == _B_FULL else t  # its input gradient leaves before its tail
+        end[i] = t - tail[r][chunk] if kind == _B_FULL else t  # its input gradient leaves before its tail
     return rank_t, starts
 
 
@@ -323,12 +329,12 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
             busy = t = max(busy, t) + ln.gather_s[c]
         for c in earlies:
             busy = max(busy, t) + ln.reduce_early_s[c]
-        for j, kind in passes:
-            t += cost[r][kind]
+        for j, kind, chunk in passes:
+            t += cost[r][chunk][kind]
             end[j] = t
         if joins and t < ln.step_gather_s:
             t = ln.step_gather_s
-            for j, _ in passes:
+            for j, *_ in passes:
                 end[j] = t
         for c in lasts:  # joined after the last gradient pass, then the reduce-scatter's last part
             busy = t = max(busy, t) + ln.reduce_last_s[c]
@@ -351,7 +357,7 @@ def _lane_program(schedule: Schedule, p: int, m: int) -> tuple[tuple[Any, ...], 
             return tuple(n[4] for n in group if n[5] & flags)
 
         out.append((r, inputs, chunks(FIRST_F | FIRST_B), chunks(FIRST_GRAD),
-                    tuple((i + j, n[1]) for j, n in enumerate(group)), chunks(LAST_GRAD),
+                    tuple((i + j, n[1], n[4]) for j, n in enumerate(group)), chunks(LAST_GRAD),
                     any(n[5] & FIRST_FWDS_END for n in group)))
         i += len(group)
     return tuple(out)
