@@ -243,15 +243,14 @@ def _chunk_fractions(sizes: Sequence[int], chunks: Sequence[int]) -> tuple[float
     return tuple(x / (sum(n) or 1) for x in n)
 
 
-def _chunk_shares(per_mb: float, head_s: float, sizes: Sequence[int], rank: int, pp: int,
-                  placement: Placement) -> tuple[float, ...]:
-    """Each of a rank's model chunks' share of its per-micro-batch work (schedules.StagePass.chunk_shares):
-    its layers' share of the layers' part, and the LM head's passes (`head_s`) on the model's last chunk.
-    ZB-V's two chunks are uneven under --stage-layers (2 and 3 layers: halves would price them 2.5 each)."""
-    own = rank_chunks(rank, pp, 2, placement)
-    layers = [sizes[v] for v in own]
-    w = [(per_mb - head_s) * n / (sum(layers) or 1) + (head_s if v == 2 * pp - 1 else 0.0)
-         for n, v in zip(layers, own, strict=True)]
+def _v_chunk_shares(per_mb: float, head_s: float, sizes: Sequence[int], rank: int, pp: int) -> tuple[float, ...]:
+    """Each of a ZB-V rank's two model chunks' share of its per-micro-batch work
+    (schedules.StagePass.chunk_shares): its layers' share of the layers' part (_chunk_fractions), and the
+    LM head's passes (`head_s`) on the model's last chunk. The chunks are uneven under --stage-layers
+    (2 and 3 layers: halves would price them 2.5 each)."""
+    own = rank_chunks(rank, pp, 2, Placement.V)
+    w = [(per_mb - head_s) * f + (head_s if v == 2 * pp - 1 else 0.0)
+         for f, v in zip(_chunk_fractions(sizes, own), own, strict=True)]
     return tuple(x / (sum(w) or 1.0) for x in w)
 
 
@@ -784,7 +783,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_f + pp_b
         w_s = (wgrad + z3_w) * share if split else 0.0
         passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share,
-                                chunk_shares=_chunk_shares(per_mb, head_s, sizes, at, pp, placement)
+                                chunk_shares=_v_chunk_shares(per_mb, head_s, sizes, at, pp)
                                 if placement is Placement.V and pp > 1 else ()))
         tails.append(z3_tail * share)
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
