@@ -80,20 +80,21 @@ def choose_profiled_step(out_dir: Path) -> None:
     shutil.rmtree(root)
 
 
+def _file_ranks(out_dir: Path, kind: str) -> list[int]:
+    """The ranks r with an `out_dir`/<kind>.<r>.json."""
+    return sorted(int(r) for p in out_dir.glob(f"{kind}.*.json") if (r := p.name.split(".")[1]).isdigit())
+
+
 def ranks_with_traces(out_dir: Path) -> list[int]:
     """Ranks whose host, Kineto and meta files are all present."""
-    out = []
-    for p in out_dir.glob("meta.*.json"):
-        r = p.name.split(".")[1]
-        if r.isdigit() and (out_dir / f"host.{r}.json").is_file() and (out_dir / f"kineto.{r}.json").is_file():
-            out.append(int(r))
-    return sorted(out)
+    return [r for r in _file_ranks(out_dir, "meta")
+            if (out_dir / f"host.{r}.json").is_file() and (out_dir / f"kineto.{r}.json").is_file()]
 
 
 def ranks_that_exited(out_dir: Path) -> list[int]:
     """Ranks that left through the interpreter's exit (their steps.<r>.json is written at exit, even with no
     step timed): a rank killed by a signal, or crashed in native code, leaves none."""
-    return sorted(int(r) for p in out_dir.glob("steps.*.json") if (r := p.name.split(".")[1]).isdigit())
+    return _file_ranks(out_dir, "steps")
 
 
 def postprocess_rank(out_dir: Path, rank: int, *, convert: bool = True,
