@@ -91,15 +91,6 @@ def test_gather_bound_first_forward_delays_the_pipeline_in_both_verbs() -> None:
      PlanFlags(dp=8, tp=2, pp=2, sequence_parallel=True, zero=2, distributed_optimizer=True, micro_batch=2,
                recompute="none", schedule="dualpipe", overlap="dp,pp", attention="cudnn", compress="weights=int8",
                framework="any", software="torchtitan-torch2.9")),
-])
-def test_per_micro_batch_zero_in_a_pipeline_agrees(workload: WorkloadFlags, system: SystemFlags,
-                                                    plan: PlanFlags) -> None:
-    a = agreement(build_scenario(workload, system, plan))
-    tolerance = 0.015 if plan.schedule == "dualpipe" and plan.zero == 2 else 0.005
-    assert abs(a.rel_diff) <= tolerance, f"simulated {a.simulated_step_s:.4f} s vs estimated {a.estimated_step_s:.4f} s"
-
-
-@pytest.mark.parametrize("workload, system, plan", [
     # interleaved 1F1B with asynchronous sends across nodes (cp 2 puts each PP neighbour on another node):
     # fill and drain cross every chunk boundary, vp·(pp−1) plus vp−1 wrap-arounds (a held-out draw, seed 1,
     # was 8.3% over the estimate while it charged pp−1)
@@ -114,6 +105,10 @@ def test_per_micro_batch_zero_in_a_pipeline_agrees(workload: WorkloadFlags, syst
                schedule="zb-v", overlap="none", attention="flash",
                stage_layers="2,3,3,3,3,2,2,2,2,2,2,2,2,2,2,2", framework="any")),
 ])
-def test_pipeline_chunks_agree(workload: WorkloadFlags, system: SystemFlags, plan: PlanFlags) -> None:
+def test_held_out_pipeline_plans_agree(workload: WorkloadFlags, system: SystemFlags, plan: PlanFlags) -> None:
+    """Pipeline plans where the verbs once disagreed (per-micro-batch ZeRO, codecs, chunk boundaries):
+    each within 0.5% (DualPipe with ZeRO-2: 1.5%)."""
     a = agreement(build_scenario(workload, system, plan))
-    assert abs(a.rel_diff) <= 0.005, f"simulated {a.simulated_step_s:.4f} s vs estimated {a.estimated_step_s:.4f} s"
+    tolerance = 0.015 if plan.schedule == "dualpipe" and plan.zero == 2 else 0.005
+    assert abs(a.rel_diff) <= tolerance, f"simulated {a.simulated_step_s:.4f} s vs estimated {a.estimated_step_s:.4f} s"
+
