@@ -7,11 +7,12 @@ pipeline re-partitioning of the best candidates and the compression options). Ta
 search in at most 10 s on one core. The process is pinned to one core; wall and CPU seconds are both
 reported (wall time includes any contention from other processes on that core).
 
-    python benchmarks/plan_speed.py [--out FILE.json] [--against REV]
+    python benchmarks/plan_speed.py [--out FILE.json] [--against REV[,REV...]]
 
---against REV also times the planner of git revision REV (its src/ and this script, from `git archive`)
-side by side: baseline and current alternate twice, each in a fresh process on the same core, and the
-lower CPU time of each counts. This machine's speed drifts by tens of percent over minutes, so only
+--against also times the planner of each git revision REV (its src/ and this script, from `git archive`)
+side by side: the baselines and the current tree alternate twice, each in a fresh process on the same
+core, and the lower CPU time of each counts. The README times two: 4297024, the tree when issue 19's
+work began (its target: within x1.2), and fe10834, the planner before issue 9. This machine's speed drifts by tens of percent over minutes, so only
 such a ratio says whether the search got slower.
 Last line of output: one JSON object.
 """
@@ -54,27 +55,34 @@ def _timed(root: Path, src: Path, out: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def side_by_side(rev: str) -> dict[str, Any]:
-    """Current tree vs revision `rev`, alternating twice; the lower CPU time per case counts."""
+def side_by_side(revs: list[str]) -> list[dict[str, Any]]:
+    """Current tree vs each revision in `revs`, all alternating twice in fresh processes on the same core; the
+    lower CPU time per case counts, and every ratio divides by the same current-tree timings."""
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src", "benchmarks"], check=True,
-                                 capture_output=True, timeout=60).stdout
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True, timeout=60)
-        runs: dict[str, list[list[dict[str, Any]]]] = {"baseline": [], "current": []}
+        roots = {}
+        for rev in revs:
+            base = Path(tmp) / rev
+            base.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src", "benchmarks"], check=True,
+                                     capture_output=True, timeout=60).stdout
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True, timeout=60)
+            roots[rev] = base
+        runs: dict[str, list[list[dict[str, Any]]]] = {k: [] for k in [*revs, "current"]}
         for _ in range(2):
-            runs["baseline"].append(_timed(base, base / "src", Path(tmp) / "b.json"))
+            for rev, base in roots.items():
+                runs[rev].append(_timed(base, base / "src", Path(tmp) / "b.json"))
             runs["current"].append(_timed(ROOT, ROOT / "src", Path(tmp) / "c.json"))
     best = {k: [min(r[i]["search_cpu_s"] for r in v) for i in range(len(CASES))] for k, v in runs.items()}
-    return {"against": rev, "baseline_cpu_s": best["baseline"], "current_cpu_s": best["current"],
-            "ratio_current_to_baseline": [round(c / b, 3) for c, b in zip(best["current"], best["baseline"], strict=True)]}
+    return [{"against": rev, "baseline_cpu_s": best[rev], "current_cpu_s": best["current"],
+             "ratio_current_to_baseline": [round(c / b, 3) for c, b in zip(best["current"], best[rev], strict=True)]}
+            for rev in revs]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
-    ap.add_argument("--against", default="", help="git revision to time side by side with the current tree")
+    ap.add_argument("--against", default="", help="git revisions (comma-separated) to time side by side with the "
+                    "current tree")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
@@ -112,8 +120,9 @@ def main() -> None:
             json.dump(result, f, indent=1)
         return  # a timed run for someone else (side_by_side): leave results/ alone
     if args.against:
-        result["side_by_side"] = side_by_side(args.against)
-        print(f"vs {args.against}: current / baseline CPU time {result['side_by_side']['ratio_current_to_baseline']}")
+        result["side_by_side"] = side_by_side(args.against.split(","))
+        for sbs in result["side_by_side"]:
+            print(f"vs {sbs['against']}: current / baseline CPU time {sbs['ratio_current_to_baseline']}")
     save("plan_speed", result)
 
 
