@@ -4,8 +4,9 @@ The estimator prices each plan in closed form; the simulator replays the generat
 equivalence class of ranks) on the same cluster. In `shared` network mode, concurrent transfers on a
 level share its bandwidth, which the closed form does not model, so the simulator can reorder plans
 whose estimates are within a few percent. Simulated time is the ranking key; the estimate is kept
-alongside. A schedule without a flush (PipeDream-2BW) is simulated in steady state: three steps
-strung together less two (the fill and drain of a run are not a step's).
+alongside. A schedule without a flush (PipeDream-2BW) is simulated in steady state: the mean step between runs of
+two and four steps strung together (trace/from_plan.steady_step_s; the fill and drain of a run are not a
+step's).
 
 Progress: each simulation run (one per candidate, two for 2BW) is worth RUN_UNITS units, shared among
 its phases by PHASE_SHARE; the trace build advances per pipeline stage and the simulation per batch of
@@ -29,7 +30,7 @@ from distscope.sim.result import SimResult
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.trace.builder import build_traces, traced_ranks
-from distscope.trace.from_plan import step_spec
+from distscope.trace.from_plan import STEADY_RUNS, steady_step_s, step_spec
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
@@ -67,7 +68,7 @@ def simulate_candidates(spec: ModelSpec, shape: TrainingShape, cluster: Cluster,
     """Simulate each candidate (symmetric traces) and return them ordered by simulated step time;
     `progress(done, total)` in work units (module docstring) as each phase advances; `status(i, phase)`
     as candidate i enters a phase. With `fabric`, the scale-out is priced on it (fabric/network.py)."""
-    runs_of = [(1,) if c.plan.traits.flush else (2, 3) for c in candidates]
+    runs_of = [(1,) if c.plan.traits.flush else STEADY_RUNS for c in candidates]
     meter = _Meter(progress, RUN_UNITS * sum(len(r) for r in runs_of))
     out = []
     for i, c in enumerate(candidates):
@@ -76,7 +77,8 @@ def simulate_candidates(spec: ModelSpec, shape: TrainingShape, cluster: Cluster,
         for k in runs_of[i]:
             say: Callable[[Phase], None] = (lambda _: None) if status is None else functools.partial(status, i)
             results.append(_run(spec, shape, cluster, c, k, net, mode, software, meter, say))
-        sim_s = results[0].step_time_s if len(results) == 1 else results[1].step_time_s - results[0].step_time_s
+        sim_s = (results[0].step_time_s if len(results) == 1
+                 else steady_step_s(results[0].step_time_s, results[1].step_time_s))
         out.append(Simulated(candidate=c, estimated_step_s=c.step_time_s, simulated_step_s=sim_s,
                              sim_wall_s=sum(r.wall_s for r in results),
                              fabric=tuple(net.worst()) if isinstance(net, FabricNetwork) else ()))

@@ -16,7 +16,7 @@ from distscope.scenario import Scenario
 from distscope.sim.api import simulate_traces
 from distscope.sim.cluster_network import ClusterNetwork
 from distscope.trace.builder import build_traces
-from distscope.trace.from_plan import step_spec
+from distscope.trace.from_plan import STEADY_RUNS, steady_step_s, step_spec
 from distscope.trace.volume import rank_volume
 from distscope.validate.calibration import calibrated
 
@@ -37,19 +37,19 @@ class Agreement:
 def agreement(sc: Scenario) -> Agreement:
     """Both verbs on `sc`. A schedule without a flush (PipeDream-2BW) is compared in steady state, as
     the estimator states it and the planner's re-ranking simulates it (search/rerank.py): the
-    simulated step is the difference of a three-step and a two-step trace (the pipeline fills once per
-    run, not per step)."""
+    simulated step is the mean step between a two-step and a four-step trace (from_plan.steady_step_s;
+    the pipeline fills once per run, not per step)."""
     net = ClusterNetwork(sc.cluster)
     with calibrated({**eff.CALIBRATION, "overlap_cost": 0.0}):
         est = estimate(sc.spec, sc.shape, sc.cluster, sc.plan, software=sc.software)
         specs = [step_spec(sc.spec, sc.shape, sc.cluster, sc.plan, steps=k, software=sc.software)
-                 for k in ((1,) if sc.plan.traits.flush else (1, 2, 3))]
+                 for k in ((1,) if sc.plan.traits.flush else (1, *STEADY_RUNS))]
     traces = build_traces(specs[0], symmetric=True)
     if len(specs) == 1:
         sim_s = simulate_traces(traces, net).step_time_s
     else:
-        sim_s = (simulate_traces(build_traces(specs[2], symmetric=True), net).step_time_s
-                 - simulate_traces(build_traces(specs[1], symmetric=True), net).step_time_s)
+        short, long = (simulate_traces(build_traces(s, symmetric=True), net).step_time_s for s in specs[1:])
+        sim_s = steady_step_s(short, long)
     step = specs[0]
     volume = tuple(rank_volume(traces, step.rank(0, 0, 0, s)) for s in range(step.pp))
     return Agreement(estimated_step_s=est.step_time_s, simulated_step_s=sim_s,

@@ -175,11 +175,24 @@ def _reduce_scatters(grad: list[tuple[Group, float]], late: float) -> tuple[tupl
     return early, after
 
 
+# A schedule without a flush (PipeDream-2BW) is simulated in steady state: runs of STEADY_RUNS consecutive
+# steps, the difference of their times over the difference of their lengths (steady_step_s). Two steps, not
+# one: 2BW keeps two weight versions, and where the step's DP chain (reduce, optimizer, gather) binds, the
+# simulated step alternates between two lengths (e.g. 0.289 s and 0.365 s, mean 0.328 s, for a Mixtral 2BW
+# plan with int8 gradient compression), so one step's difference reads either.
+STEADY_RUNS = (2, 4)
+
+
+def steady_step_s(short_run_s: float, long_run_s: float) -> float:
+    """The steady-state step from the simulated times of runs of STEADY_RUNS steps."""
+    return (long_run_s - short_run_s) / (STEADY_RUNS[1] - STEADY_RUNS[0])
+
+
 def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *, steps: int = 1,
               software: SoftwareProfile | None = None, quant_GBps: float | None = None) -> StepSpec:
     """The StepSpec of one optimizer step of `plan` (which must already be checked against the model);
     `steps` > 1 strings consecutive steps together for a schedule without a flush (PipeDream-2BW:
-    the steady-state step is the difference of two such traces). `software` prices compute, FP8 casts,
+    the steady-state step comes from two such traces, steady_step_s). `software` prices compute, FP8 casts,
     weight-gather bytes, ZeRO-3 network traits and per-step fixed costs as the estimator does
     (software/presets.py). Compressed communication moves its wire bytes and adds its quantize/dequantize
     passes as compute where the estimator charges them (estimate.compressed_wire; `quant_GBps` as
