@@ -38,6 +38,7 @@ from distscope.model.schedules import (
     StagePass,
     final_grad_passes,
     final_grads_windows_s,
+    flush_pipeline_s,
     inflight_sets,
     lane_path_s,
     pipeline_s,
@@ -561,7 +562,6 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # (ZeRO-2's per-micro-batch reduce-scatters too, overlapped)
     lane_mode = ((per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)) and pp > 1 and traits.flush
                  and not (placement is Placement.LOOP and plan.vp > 1))
-    tails: list[float] = []  # per stage kind: per-micro-batch time off the path between stages (z3_tail)
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
@@ -577,13 +577,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         ranks_ = kind_ranks.setdefault(key, [])
         ranks_.append(i)
         rank_kind.append(list(kind_ranks).index(key) if len(ranks_) == 1 else rank_kind[ranks_[0]])
-    counts: list[int] = []
     wbytes = weight_gather_bytes(plan, sw)
     fp8_run = prec.low_precision
     dp_coll = functools.partial(_dp_collective, hbm_Bps=dev.hbm_Bps, quant_GBps=quant_GBps)
     sizes = chunk_sizes(spec.layers, pp, plan.vp, plan.stage_layers)
     for (sl, first, last), (count, at), kranks in zip(kinds, kinds.values(), kind_ranks.values(), strict=True):
-        counts.append(count)
         # (layer kind, layers, of which their forward recomputed); selective recompute: every layer's part
         recs = recomputed_layers(plan, sizes, rank_chunks(at, pp, plan.vp, placement), n_dense_first) if full_rc else (0, 0)
         layers = ((False, sl.dense, recs[0]), (True, sl.moe, recs[1]))
@@ -785,7 +783,6 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share,
                                 chunk_shares=_v_chunk_shares(per_mb, head_s, sizes, at, pp)
                                 if placement is Placement.V and pp > 1 else ()))
-        tails.append(z3_tail * share)
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
                       "ep": ep_exp * share, "pp": pp_f + pp_b, "dp": z3_exp * share, "tp_tot": tp_tot * share,
                       "cp_tot": cp_tot * share, "ep_tot": ep_tot * share, "dp_tot_step": stage_dp_tot,
@@ -811,18 +808,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     kind_t = dict(zip(kinds, stage_t, strict=True))
     per_stage = tuple(kind_t[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages))
     k = stage_t.index(t_max)
-    if plan.schedule in _FLUSH_FORMULA:
-        # Σ over every stage of its kind (kinds de-duplicate identical stages); fill and drain cross the
-        # stages on their path, without the per-micro-batch tails (z3_tail)
-        on_path = [t - r for t, r in zip(stage_t, tails, strict=True)]
-        pipe = m * t_max + (sum(t * c for t, c in zip(on_path, counts, strict=True)) - on_path[k]) / plan.vp
-        if pp > 1 and Dim.PP in plan.overlap:
-            # fill and drain transfers stay exposed: the first micro-batch's forward and the last one's
-            # backward cross every boundary between model chunks, vp·(pp−1) between neighbours and vp−1
-            # from the last rank back to the first (the graph's longest path, schedules.longest_path_s)
-            pipe += 2 * (plan.vp * (pp - 1) * p2p + (plan.vp - 1) * p2p_wrap)
     rank_passes = [passes[j] for j in rank_kind]
-    if plan.schedule not in _FLUSH_FORMULA:
+    if plan.schedule in _FLUSH_FORMULA:
+        pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap if edge_s else 0.0)
+    else:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
     if mirror_dp and len(mirror_dp) == len(passes):
         ends = []

@@ -42,13 +42,33 @@ class StagePass:
         return self.f_s + self.b_s + self.w_s
 
 
-def flush_1f1b_s(stage_t: Sequence[float], m: int, vp: int) -> float:
-    """GPipe, 1F1B and interleaved 1F1B: m·t_max + (Σ_i t_i − t_max)/vp.
+def flush_pipeline_s(stages: Sequence[StagePass], m: int, vp: int, c_s: float = 0.0,
+                     c_wrap_s: float | None = None) -> float:
+    """GPipe, 1F1B and interleaved 1F1B, one StagePass per rank, with asynchronous transfers of C each
+    (`c_wrap_s`: interleaved 1F1B's from the last rank back to the first; blocking sends are inside the
+    passes, C = 0):
 
-    For uniform stages this is (m + (p−1)/vp)·t (Narayanan et al. 2021, SC'21, sec. 2.2); GPipe has
-    the same time as 1F1B (Huang et al. 2019), only more memory. t_i = F_i + B_i + W_i."""
-    t_max = max(stage_t)
-    return m * t_max + (sum(stage_t) - t_max) / vp
+        m·t_max + (Σ_i u_i − u_max)/vp + 2·(vp·(p−1)·C + (vp−1)·C_wrap) − (vp−1)·Σ_i min(tail_i/vp, C_in,i)
+
+    t_i = F_i + B_i + W_i, u_i = t_i − tail_i (fill and drain cross the ranks without their per-micro-batch
+    tails, the DP stream's wait after a backward sent its input gradient on), u_max that of the slowest rank.
+    For uniform ranks and C = 0, (m + (p−1)/vp)·t (Narayanan et al. 2021, SC'21, sec. 2.2); GPipe has the
+    time of 1F1B (Huang et al. 2019), only more memory. The first micro-batch's forward and the last one's
+    backward cross every boundary between model chunks, vp·(p−1) between neighbours and vp−1 wrapping
+    round; in every lap of the drain but one a rank's tail after a chunk's backward runs while the next
+    backward's input gradient is in flight to it (rank p−1 receives the wrap). Equal to the graph's
+    longest path for uniform ranks (tests/trace/test_schedules.py)."""
+    t = [s.total_s for s in stages]
+    k = t.index(max(t))
+    u = [ti - s.tail_s for ti, s in zip(t, stages, strict=True)]
+    pipe = m * t[k] + (sum(u) - u[k]) / vp
+    p = len(stages)
+    if p > 1 and c_s > 0:
+        c_w = c_s if c_wrap_s is None else c_wrap_s
+        pipe += 2 * (vp * (p - 1) * c_s + (vp - 1) * c_w)
+        if vp > 1:
+            pipe -= (vp - 1) * sum(min(s.tail_s / vp, c_w if i == p - 1 else c_s) for i, s in enumerate(stages))
+    return pipe
 
 
 def zb_h1_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
@@ -400,8 +420,7 @@ def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int,
         return dualpipe_s(stages, m, c_s)
     if schedule is Schedule.PIPEDREAM_2BW:
         return pipedream_2bw_s(stages, m)
-    p = len(stages)
-    return flush_1f1b_s([s.total_s for s in stages], m, vp) + 2 * c_s * (p * vp - 1)
+    return flush_pipeline_s(stages, m, vp, c_s)
 
 
 def inflight_sets(schedule: Schedule, stage: int, pp: int, vp: int, m: int) -> tuple[float, float]:
