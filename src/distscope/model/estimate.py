@@ -331,11 +331,33 @@ def weight_gather_bytes(plan: Plan, sw: SoftwareProfile) -> float:
     return prec.gemm_dtype.bytes if prec.low_precision and sw.fp8_param_gather else prec.activation_dtype.bytes
 
 
+# compute_costs per (model, micro-batch, the plan's choices they depend on, device, stack, π): the planner
+# evaluates thousands of plans that differ only in what this does not read (clear_cost_cache empties it
+# when the calibration changes)
+_COSTS: dict[tuple[object, ...], tuple[dict[bool, LayerCost], LayerCost]] = {}
+
+
+def clear_cost_cache() -> None:
+    _COSTS.clear()
+
+
 def compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
                   sw: SoftwareProfile) -> tuple[dict[bool, LayerCost], LayerCost]:
     """Per-layer costs (dense, MoE) and the LM head's on one GPU for one micro-batch under the stack's
     FP8 recipe and kernel stack (efficiency.PYTORCH_STACK), each pass no faster than the host issues
-    its kernels (model/host.py)."""
+    its kernels (model/host.py). The result is shared: callers must not modify it."""
+    key = (spec, b, s, plan.tp, plan.cp, plan.sp, plan.attention, plan.recompute, plan.precision, plan.expert_tp,
+           plan.ep, plan.balance, plan.capacity_factor, dev, sw, eff.PYTORCH_STACK)
+    hit = _COSTS.get(key)
+    if hit is None:
+        if len(_COSTS) >= 65536:
+            _COSTS.clear()
+        hit = _COSTS[key] = _compute_costs(spec, b, s, plan, dev, sw)
+    return hit
+
+
+def _compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
+                   sw: SoftwareProfile) -> tuple[dict[bool, LayerCost], LayerCost]:
     prec = plan.precision
     fp8_kw = ({"fp8_attention": sw.fp8_attention, "scaling": fp8.resolve(prec, sw.fp8_current_scaling)}
               if prec.low_precision else {})

@@ -58,15 +58,20 @@ def flush_pipeline_s(stages: Sequence[StagePass], m: int, vp: int, c_s: float = 
     round; in every lap of the drain but one a rank's tail after a chunk's backward runs while the next
     backward's input gradient is in flight to it (rank p−1 receives the wrap). Equal to the graph's
     longest path for uniform ranks (tests/trace/test_schedules.py)."""
-    t = [s.total_s for s in stages]
-    k = t.index(max(t))
-    u = [ti - s.tail_s for ti, s in zip(t, stages, strict=True)]
-    pipe = m * t[k] + (sum(u) - u[k]) / vp
+    t_max, u_max, u_sum, tails = -1.0, 0.0, 0.0, False  # one pass: the planner calls this per plan
+    for s in stages:
+        t = s.f_s + s.b_s + s.w_s
+        u = t - s.tail_s
+        u_sum += u
+        tails = tails or s.tail_s > 0
+        if t > t_max:
+            t_max, u_max = t, u
+    pipe = m * t_max + (u_sum - u_max) / vp
     p = len(stages)
     if p > 1 and c_s > 0:
         c_w = c_s if c_wrap_s is None else c_wrap_s
         pipe += 2 * (vp * (p - 1) * c_s + (vp - 1) * c_w)
-        if vp > 1:
+        if vp > 1 and tails:
             pipe -= (vp - 1) * sum(min(s.tail_s / vp, c_w if i == p - 1 else c_s) for i, s in enumerate(stages))
     return pipe
 

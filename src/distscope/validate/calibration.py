@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from distscope.model import efficiency as eff
-from distscope.model.estimate import estimate
+from distscope.model.estimate import clear_cost_cache, estimate
 from distscope.model.layer import head_cost, layer_cost
 from distscope.plan import Plan
 from distscope.software.presets import KernelStack
@@ -41,6 +41,7 @@ LOG_AXES = ("kappa", "pytorch_stack")
 def clear_caches() -> None:
     layer_cost.cache_clear()
     head_cost.cache_clear()
+    clear_cost_cache()
 
 
 @contextlib.contextmanager
