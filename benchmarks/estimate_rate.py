@@ -20,6 +20,7 @@ import time
 
 from _results import save
 from distscope.model import estimate
+from distscope.model.estimate import clear_cost_cache
 from distscope.model.layer import head_cost, layer_cost
 from distscope.plan import Plan, Recompute
 from distscope.system import get_cluster
@@ -45,6 +46,7 @@ def main() -> None:
 
     layer_cost.cache_clear()
     head_cost.cache_clear()
+    clear_cost_cache()
     cold_t0 = time.perf_counter()
     for p in plans:
         estimate(spec, shape, cluster, p)

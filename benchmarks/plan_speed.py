@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from _results import save
+from distscope.model.estimate import clear_cost_cache
 from distscope.model.layer import head_cost, layer_cost
 from distscope.model.stages import stage_layers
 from distscope.search.compression import best_compressed
@@ -91,6 +92,7 @@ def main() -> None:
         layer_cost.cache_clear()  # cold caches: a fresh `distscope plan` process
         head_cost.cache_clear()
         stage_layers.cache_clear()
+        clear_cost_cache()
         spec, shape, c = get_model(model), TrainingShape(seq_len=seq, global_batch=gb), get_cluster(cluster, gpus)
         w0, c0 = time.perf_counter(), time.process_time()
         res = search(spec, shape, c)
