@@ -1,9 +1,11 @@
 """The analytical step-time estimator: (workload, system, plan) -> Estimate.
 
 Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP/CP/EP communication
-+ exposed pipeline send/recv. The pipeline then takes
++ exposed pipeline send/recv. A GPipe or (interleaved) 1F1B pipeline then takes
     m·t_max + (Σ_i t_i − t_max)/vp
-(for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), and the
+(for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), plus the
+transfers of fill and drain where sends are asynchronous (schedules.flush_pipeline_s); the other
+schedules take their closed forms or their graph's longest path (schedules.pipeline_s), and the
 step adds the exposed data-parallel communication and the optimizer step. A plan's `compression`
 prices DP gradient reductions, sharded-weight all-gathers and TP activation collectives on their
 compressed wire bytes and adds their quantize/dequantize passes as compute (compressed_wire,
@@ -832,7 +834,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     k = stage_t.index(t_max)
     rank_passes = [passes[j] for j in rank_kind]
     if plan.schedule in _FLUSH_FORMULA:
-        pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap if edge_s else 0.0)
+        pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap)
     else:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
     if mirror_dp and len(mirror_dp) == len(passes):
