@@ -409,9 +409,8 @@ def final_grad_passes(schedule: Schedule, stage: int, p: int, m: int, vp: int) -
 def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int, c_s: float) -> float:
     """Step time of the pipeline part for any schedule (see the functions above). The zero-bubble
     schedules and DualPipe use their closed form when every rank does the same work, else the longest
-    path of their graph (longest_path_s). The others' transfers (C each) stay exposed in fill and drain:
-    the first micro-batch's forward and the last one's backward cross all p·vp − 1 boundaries between
-    model chunks (interleaved 1F1B's chunks go round the ranks vp times)."""
+    path of their graph (longest_path_s); GPipe, 1F1B and interleaved 1F1B take flush_pipeline_s (with
+    every transfer C, the wrap-around one included)."""
     if len(stages) == 1:
         return m * stages[0].total_s
     if schedule in (Schedule.ZB_H1, Schedule.ZB_V, Schedule.DUALPIPE) and (
