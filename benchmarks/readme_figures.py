@@ -340,6 +340,18 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{capture_fidelity_wide:fp16_hook_what_if.1.predicted_change_s:+.3f} vs "
      "{capture_fidelity_wide:fp16_hook_what_if.1.measured_change_s:+.3f} s on 4",
      "`python benchmarks/capture_fidelity.py [--wide]`"),
+    ("what the capture's profiler adds to a step, by component: the example GPT under DDP on one gloo rank, the "
+     "same with 8 layers (twice the ops), and the wider job (the same ops, each larger)",
+     "over {profiler_overhead:jobs.gpt-h128.recorded_ops_per_step} recorded ops per step: execution-trace observer "
+     "{profiler_overhead:jobs.gpt-h128.et.us_per_op:.1f} µs per op "
+     "({profiler_overhead:jobs.gpt-h128-8layers.et.us_per_op:.1f} with twice the ops, "
+     "{profiler_overhead:jobs.gpt-h256-mb4.et.us_per_op:.1f} with larger ones), Kineto with shapes "
+     "{profiler_overhead:jobs.gpt-h128.kineto.us_per_op:.1f} µs; both (`trace capture`) add "
+     "{profiler_overhead:jobs.gpt-h128.et+kineto.added_over_step:.2f}x the "
+     "{profiler_overhead:jobs.gpt-h128.plain_step_ms:.1f} ms step, the observer "
+     "{profiler_overhead:jobs.gpt-h128.et_share_of_capture_cost:.0%} of that; Kineto alone "
+     "{profiler_overhead:jobs.gpt-h128.kineto.added_over_step:.2f}x",
+     "`python benchmarks/profiler_overhead.py`"),
     ("per-op, per-size collective choice (MCR-DL; `distscope measure algorithms`): gloo's own all_reduce, all_gather "
      "and reduce_scatter against decompositions into its other primitives, measured on 4 gloo ranks, then a workload "
      "at other sizes through the dispatcher and through each single candidate ({mcr_dispatch:repeats} interleaved repeats)",
