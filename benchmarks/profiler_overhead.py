@@ -35,7 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 JOBS = {"gpt-h128": dict(hidden=128, layers=4, micro_batch=2), "gpt-h128-8layers": dict(hidden=128, layers=8,
         micro_batch=2), "gpt-h256-mb4": dict(hidden=256, layers=4, micro_batch=4)}
 CONFIGS = ("kineto", "et", "et+kineto")
-ROOT_NODES = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_trace|thread]")
 
 
 def _step_fn(hidden: int, layers: int, micro_batch: int) -> Callable[[], None]:
@@ -68,6 +67,8 @@ def _profiled(step: Callable[[], None], k: int, config: str, tmp: str) -> tuple[
     """Seconds of k steps under `config`, and the execution-trace nodes recorded (0 without the observer)."""
     from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
 
+    from distscope.trace.link import PROCESS_ROOT, THREAD_ROOT
+
     path = os.path.join(tmp, f"host-{config}.json")
     et = ExecutionTraceObserver().register_callback(path) if "et" in config.split("+") else None
     if config == "et":
@@ -84,7 +85,7 @@ def _profiled(step: Callable[[], None], k: int, config: str, tmp: str) -> tuple[
         return dt, 0
     et.unregister_callback()
     with open(path) as fh:
-        nodes = [n for n in json.load(fh)["nodes"] if n.get("name") not in ROOT_NODES]
+        nodes = [n for n in json.load(fh)["nodes"] if n.get("name") not in (PROCESS_ROOT, THREAD_ROOT)]
     return dt, len(nodes)
 
 
