@@ -11,7 +11,13 @@ own; the cost of a configuration is its loop less the plain loop just before it,
   et+kineto   both, as `trace capture` records a step.
 Per recorded op: the cost over the step's execution-trace nodes (the same ops in every configuration).
 
-    python benchmarks/profiler_overhead.py [--rounds 7] [--steps 3]
+Also the capture's own calibration (trace/profiler_cost.calibrate, observer and Kineto as a capture runs
+them) with its training loop's MLP at widths 512 (the default), 2048 and 8192: the loop's cost per
+recorded op, median over --cal-rounds, against its working set (the MLP's weights): what the profiler
+costs per op depends on the data the ops touch between its callbacks, so a calibration loop matches
+a job's cost only as far as their working sets match.
+
+    python benchmarks/profiler_overhead.py [--rounds 7] [--steps 3] [--cal-rounds 3]
 
 Last line: one JSON object (also benchmarks/results/profiler_overhead.json).
 """
@@ -118,10 +124,35 @@ def measure(job: dict[str, int], rounds: int, steps: int) -> dict[str, Any]:
     return out
 
 
+WIDTHS = (512, 2048, 8192)
+
+
+def calibration_by_width(rounds: int) -> dict[str, Any]:
+    """calibrate()'s training-loop cost per recorded op, and its fitted constant, at each MLP width."""
+    from torch.profiler import ProfilerActivity
+
+    from distscope.trace.profiler_cost import calibrate
+
+    out: dict[str, Any] = {}
+    for w in WIDTHS:
+        train, const = [], []
+        for _ in range(rounds):
+            cal = calibrate([ProfilerActivity.CPU], width=w)
+            pt = next(p for p in cal["points"] if p["workload"] == "train")
+            train.append((pt["profiled_s"] - pt["plain_s"]) / pt["events"])
+            const.append(cal["total_s"][0])
+        out[str(w)] = {"weights_kb": round(2 * 128 * w * 4 / 1024), "train_us_per_op": round(statistics.median(train) * 1e6, 2),
+                       "fitted_us_per_op": round(statistics.median(const) * 1e6, 2),
+                       "spread_us": [round(min(train) * 1e6, 2), round(max(train) * 1e6, 2)]}
+        print(f"  calibration at width {w}: {out[str(w)]['train_us_per_op']} us per op (training loop)", file=sys.stderr)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--cal-rounds", type=int, default=3)
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(ROOT / "examples"))
@@ -138,7 +169,9 @@ def main() -> None:
                 jobs[name] = measure(job, args.rounds, args.steps)
         finally:
             dist.destroy_process_group()
-    save("profiler_overhead", {"rounds": args.rounds, "steps": args.steps, "torch": torch.__version__, "jobs": jobs})
+    print(f"calibration loop at MLP widths {', '.join(map(str, WIDTHS))}: {args.cal_rounds} rounds each", file=sys.stderr)
+    save("profiler_overhead", {"rounds": args.rounds, "steps": args.steps, "torch": torch.__version__, "jobs": jobs,
+                               "calibration_by_width": calibration_by_width(args.cal_rounds)})
 
 
 if __name__ == "__main__":

@@ -341,7 +341,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{capture_fidelity_wide:fp16_hook_what_if.1.measured_change_s:+.3f} s on 4",
      "`python benchmarks/capture_fidelity.py [--wide]`"),
     ("what the capture's profiler adds to a step, by component: the example GPT under DDP on one gloo rank, the "
-     "same with 8 layers (twice the ops), and the wider job (the same ops, each larger)",
+     "same with 8 layers (twice the ops), and the wider job (the same ops, each larger); and the capture's "
+     "calibration loop as its working set grows",
      "over {profiler_overhead:jobs.gpt-h128.recorded_ops_per_step} recorded ops per step: execution-trace observer "
      "{profiler_overhead:jobs.gpt-h128.et.us_per_op:.1f} µs per op "
      "({profiler_overhead:jobs.gpt-h128-8layers.et.us_per_op:.1f} with twice the ops, "
@@ -350,7 +351,10 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "{profiler_overhead:jobs.gpt-h128.et+kineto.added_over_step:.2f}x the "
      "{profiler_overhead:jobs.gpt-h128.plain_step_ms:.1f} ms step, the observer "
      "{profiler_overhead:jobs.gpt-h128.et_share_of_capture_cost:.0%} of that; Kineto alone "
-     "{profiler_overhead:jobs.gpt-h128.kineto.added_over_step:.2f}x",
+     "{profiler_overhead:jobs.gpt-h128.kineto.added_over_step:.2f}x; the calibration's training loop "
+     "{profiler_overhead:calibration_by_width.512.train_us_per_op:.1f} µs per op with its default 512 kB of weights, "
+     "{profiler_overhead:calibration_by_width.2048.train_us_per_op:.1f} with 2 MB, "
+     "{profiler_overhead:calibration_by_width.8192.train_us_per_op:.1f} with 8 MB",
      "`python benchmarks/profiler_overhead.py`"),
     ("per-op, per-size collective choice (MCR-DL; `distscope measure algorithms`): gloo's own all_reduce, all_gather "
      "and reduce_scatter against decompositions into its other primitives, measured on 4 gloo ranks, then a workload "

@@ -4,8 +4,11 @@
 run callbacks on every record function: on a 2-core CPU host about 5-35 us per op, growing with the
 number of tensors the observer serializes, against 1-10 us for the small ops themselves. The observer,
 which writes every op with its arguments, is nearly all of it: 7 us of 7.5 per op on the example GPT,
-whatever the ops' size, against 0.5 us for Kineto (benchmarks/profiler_overhead.py). A step of a
-few thousand ops runs 2-3x slower profiled than not. The replay (trace/from_capture.py) takes that cost
+the same with its ops 4x larger, against 0.5 us for Kineto (benchmarks/profiler_overhead.py). The
+whole cost grows with the data the ops touch between the profiler's callbacks: this module's
+calibration loop costs 7.7 us per op with 512 kB of weights, 9.7 with 2 MB and 13 with 8 MB (the same
+benchmark), so it matches a job as far as their working sets match. A step of a few thousand ops runs
+2-3x slower profiled than not. The replay (trace/from_capture.py) takes that cost
 back out of every op, so the simulated step is the job's own, unprofiled step.
 
 How the cost is measured (`calibrate`, in each worker just before its capture starts, so under the
@@ -85,9 +88,10 @@ class ProfilerCost:
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaMemcpy", "cudaMemset", "cuLaunchKernel")
 
 
-def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> dict[str, Any]:
+def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30, width: int = 512) -> dict[str, Any]:
     """Measure the per-op profiler cost on this host (module docstring); a JSON-able dict with the fit
-    (`inside_s`, `outside_s`: [a, b]) and each workload's measurement."""
+    (`inside_s`, `outside_s`: [a, b]) and each workload's measurement. `width`: the training loop's MLP
+    width (its working set; benchmarks/profiler_overhead.py varies it)."""
     import numpy as np
     import torch
     from torch.profiler import ExecutionTraceObserver, profile
@@ -96,8 +100,8 @@ def calibrate(activities: list[Any], n: int = 1000, train_iters: int = 30) -> di
     xs4, xs16 = [torch.ones(4) for _ in range(4)], [torch.ones(4) for _ in range(16)]
     # a working set (~0.7 MB of weights, activations and gradients) beyond the per-core caches, as a real
     # step's: between ops the profiler's own state is evicted (a 32x64 MLP here: ~10% less cost per op)
-    mlp = torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.GELU(), torch.nn.LayerNorm(512),
-                              torch.nn.Linear(512, 128))
+    mlp = torch.nn.Sequential(torch.nn.Linear(128, width), torch.nn.GELU(), torch.nn.LayerNorm(width),
+                              torch.nn.Linear(width, 128))
     x = torch.randn(64, 128)
     params: list[torch.Tensor] = list(mlp.parameters())
 
