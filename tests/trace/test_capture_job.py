@@ -397,5 +397,10 @@ def test_capture_at_one_and_two_ranks_converts_and_scales(nproc: int, tmp_path: 
     assert sorted(p.name for p in (out / "chakra").glob("*.et")) == [f"step.{r}.et" for r in range(nproc)]
     scaled = _simulate(out, profile, "--dp", str(2 * nproc))
     assert scaled["scaled"] == {"captured_dp": nproc, "dp": 2 * nproc, "ranks": 2 * nproc}
-    # a larger ring is never faster (less the ranks' measured start offsets, which a scaled replay drops)
-    assert scaled["step_time_s"] >= 0.95 * _simulate(out, profile)["step_time_s"]
+    # the larger ring is slower than the same capture replayed at its own degree through the same path: DDP's
+    # last bucket is all-reduced after the last backward, on more ranks (--dp at the captured degree drops the
+    # ranks' measured start offsets as a scaled replay does; they reached 8% of this step on a loaded CI host,
+    # and the plain replay keeps them)
+    same = _simulate(out, profile, "--dp", str(nproc))
+    assert same["scaled"] == {"captured_dp": nproc, "dp": nproc, "ranks": nproc}
+    assert scaled["step_time_s"] > same["step_time_s"], (scaled["step_time_s"], same["step_time_s"])
