@@ -388,7 +388,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("`serve measure`: a GPT served on CPU vs `serve simulate` with this machine's iteration costs",
      "target: p50 TTFT and p50 TPOT within 20%; the test allows 20% plus the noise it measures (how far two "
      "runs' errors differ, and the spread of the iteration timings); the profile includes a prefill's cost after "
-     "an idle spell (cold caches on a shared host, `Profiler.wake`)", "`pytest tests/serve/test_serve_measure.py`"),
+     "an idle spell (cold caches on a shared host, `Profiler.wake`) and times each decode right after a decode of "
+     "its batch, as served decodes run", "`pytest tests/serve/test_serve_measure.py`"),
     ("compression convergence, 800 steps, 4 gloo ranks, seeds 0 / 1",
      "qWD+TLq-HS {compress_convergence_seed0:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% / "
      "{compress_convergence_seed1:runs.qwd+tlq-hs.final_vs_baseline_pct:+.2f}% final loss vs baseline; direct int4 "

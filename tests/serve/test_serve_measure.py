@@ -18,6 +18,9 @@ from distscope.serve.measure import MeasureConfig, measure_and_predict  # noqa: 
 # host gave TTFT -31% in every run with a 3% spread: each served prefill followed an idle spell, after
 # which a prefill took 4.8 ms against 3.3 ms warm. The profile now times that cold prefill too
 # (Profiler.wake) and the simulator charges it to the iteration that ends an idle spell: TTFT -1 to -3%.
+# On 2026-11-28 TPOT read +21.6% to +29.2% in every run (a fresh-clone CI failed at +29.0% against a 28.8%
+# bound): each profiled decode followed some other job, where a served one follows a decode of its own
+# batch. Timed after one (Profiler): TPOT +8.6% to +15.8%, TTFT -8% to 0% over four runs.
 TARGET_PCT = 20.0
 METRICS = ("ttft_s_p50", "tpot_s_p50")
 
