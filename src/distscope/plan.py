@@ -151,6 +151,17 @@ def parse_enum(cls: type[enum.Enum], value: str, field: str) -> enum.Enum:
         raise DistscopeError(f"{field}={value!r} is not valid; choose one of: {', '.join(str(m.value) for m in cls)}") from None
 
 
+def least_microbatches(schedule: Schedule, pp: int) -> int:
+    """The fewest micro-batches per step a pipeline of `pp` stages runs `schedule` with: ZB-H1 fills
+    the pipeline (pp), ZB-V its V (2·pp − 1), DualPipe both directions (2·pp). PipeDream-2BW holds two
+    weight versions: in its 1F1B order the first stage runs pp − 1 forwards ahead, so with fewer
+    micro-batches it would start step k + 2 (on step k's weights) before step k's last backward."""
+    if pp == 1:
+        return 1
+    return {Schedule.ZB_H1: pp, Schedule.ZB_V: 2 * pp - 1, Schedule.DUALPIPE: 2 * pp,
+            Schedule.PIPEDREAM_2BW: pp - 1}.get(schedule, 1)
+
+
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Plan:
@@ -291,9 +302,9 @@ class Plan:
         if self.schedule is Schedule.INTERLEAVED and m % self.pp:
             raise self._fail(f"interleaved schedule needs microbatches={m} divisible by pp={self.pp}")
         if self.pp > 1:
-            least = {Schedule.ZB_H1: self.pp, Schedule.ZB_V: 2 * self.pp - 1, Schedule.DUALPIPE: 2 * self.pp}
-            if m < least.get(self.schedule, 1):
-                raise self._fail(f"schedule={self.schedule.value} needs microbatches >= {least[self.schedule]}, got {m}")
+            least = least_microbatches(self.schedule, self.pp)
+            if m < least:
+                raise self._fail(f"schedule={self.schedule.value} needs microbatches >= {least}, got {m}")
             if self.schedule is Schedule.DUALPIPE and m % 2:
                 raise self._fail(f"schedule=dualpipe needs an even number of microbatches (two directions), got {m}")
         if self.cp > 1 and seq_len % (2 * self.cp):

@@ -14,7 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distscope.model.schedules import DpLane, StagePass, inflight_sets, lane_path_s, longest_path_s, pipeline_s
+from distscope.model.schedules import (
+    DpLane,
+    StagePass,
+    StepUpdate,
+    inflight_sets,
+    lane_path_s,
+    longest_path_s,
+    pipedream_2bw_s,
+    pipeline_s,
+)
 from distscope.plan import SCHEDULE_TRAITS, Placement, Schedule
 from distscope.trace.schedule import Pass, Step, stage_order
 
@@ -233,3 +242,23 @@ def test_inflight_memory_matches_a_count_over_the_order(sched: Schedule, p: int,
         assert full >= counted[0] - 1e-9
         if s == 0 or sched in (Schedule.ONE_F_ONE_B, Schedule.ZB_V, Schedule.GPIPE, Schedule.INTERLEAVED):
             assert full == pytest.approx(counted[0]), (sched.value, s, counted, full)
+
+
+def test_2bw_steady_state_charges_an_update_only_beyond_the_ranks_slack() -> None:
+    """PipeDream-2BW without a flush: m·t_max when the ranks do nothing else; a rank's per-step update
+    stalls the coupled steady state in full on the slowest rank, and not at all on a rank whose idle
+    time per micro-batch (t_max - t) covers it. The estimator's old rule (m·t_max + the largest update)
+    charged both; tests/sim/test_plan_space_consistency.py checks the walk against the simulator."""
+    fast, slow, m = StagePass(f_s=0.3, b_s=0.7, w_s=0.0), StagePass(f_s=0.6, b_s=1.4, w_s=0.0), 8
+    none = StepUpdate()
+    for stages in ([fast, slow], [slow, fast]):
+        assert pipedream_2bw_s(stages, m) == pytest.approx(m * 2.0)
+        on = [StepUpdate(compute_s=0.5) if s is fast else none for s in stages]
+        assert pipedream_2bw_s(stages, m, updates=on) == pytest.approx(m * 2.0)
+        on = [StepUpdate(compute_s=0.5) if s is slow else none for s in stages]
+        assert pipedream_2bw_s(stages, m, updates=on) == pytest.approx(m * 2.0 + 0.5)
+    # the weights of step k are gathered before step k + 2 starts on the rank: a gather longer than two
+    # steps of passes sets the pace
+    uniform = [StagePass(f_s=1.0, b_s=2.0, w_s=0.0)] * 4
+    slow_gather = pipedream_2bw_s(uniform, m, updates=[StepUpdate(compute_s=0.1, gather_s=100.0)] * 4)
+    assert slow_gather >= (100.0 + 0.1) / 2

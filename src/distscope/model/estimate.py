@@ -38,11 +38,13 @@ from distscope.model.routing import routed_load
 from distscope.model.schedules import (
     DpLane,
     StagePass,
+    StepUpdate,
     final_grad_passes,
     final_grads_windows_s,
     flush_pipeline_s,
     inflight_sets,
     lane_path_s,
+    pipedream_2bw_s,
     pipeline_s,
     weight_versions,
 )
@@ -578,6 +580,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     passes: list[StagePass] = []
     lanes: list[DpLane] = []  # per stage kind, with lane_mode
     stage_after: list[float] = []  # per stage kind: its exposed DP step traffic and optimizer after its last pass
+    stage_after_dp: list[float] = []  # per stage kind: the DP traffic's part of it
+    updates: list[StepUpdate] = []  # per stage kind: its PipeDream-2BW weight update
     # per stage kind of a DualPipe step reducing its gradients once: (reduction, its last bucket,
     # exposed gather, DP traffic, codec and pair sum) for final_grads_windows_s
     mirror_dp: dict[int, tuple[float, float, float, float, float]] = {}
@@ -651,6 +655,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         # else once per step (codec)
         # z3_codec_f: one gather's codec, z3_codec_rs: the reduce-scatter's
         z3_ag = z3_rs = z3_codec_f = z3_codec_rs = codec = 0.0
+        update, window = StepUpdate(), 0.0
         if per_mb_z3:
             # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
             z3_ag, z3_codec_f = dp_coll(Collective.ALL_GATHER, params, wbytes, w_m, (g_z3, g_z3e))
@@ -776,6 +781,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 # next step's forward/backward pairs between the two
                 window = max(0, m - pp + at + 1) * share * (fwd_wall + bwd_wall)
                 stage_dp_exp = max(0.0, t_dp_step - window) if Dim.DP in plan.overlap else t_dp_step
+                if Dim.DP in plan.overlap:  # the DP stream's part on the steady-state graph's timeline
+                    update = StepUpdate(reduce_s=t_rs, gather_s=t_ag)
             elif Dim.DP in plan.overlap:
                 last_bucket = t_dp_step * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0))
                 n_b, n_w = final_grad_passes(plan.schedule, at, pp, m, plan.vp)
@@ -820,6 +827,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         opt_s = max(opt_s, stage_opt)
         stage_after.append(stage_dp_exp + stage_opt)
+        stage_after_dp.append(stage_dp_exp)
+        # PipeDream-2BW: the update on the compute chain is what the DP stream does not hide (all of it
+        # when the collectives block), and with DP overlap the codec, interference and optimizer
+        blocked = stage_dp_exp - (max(0.0, t_dp_step - window) if update.reduce_s or update.gather_s else 0.0)
+        updates.append(dataclasses.replace(update, compute_s=blocked + stage_opt))
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
@@ -837,6 +849,14 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap)
     else:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
+    if not traits.flush and pp > 1:
+        # PipeDream-2BW: each rank's per-step update stalls the coupled steady state as far as the
+        # other ranks' slack lets it (schedules.pipedream_2bw_s); the exposed part is reported as the
+        # largest update splits into DP traffic and optimizer
+        exposed = max(0.0, pipedream_2bw_s(rank_passes, m, edge_s, [updates[j] for j in rank_kind]) - pipe)
+        big = max(range(len(stage_after)), key=stage_after.__getitem__)
+        share_dp = stage_after_dp[big] / stage_after[big] if stage_after[big] > 0 else 0.0
+        dp_exp, opt_s = exposed * share_dp, exposed * (1.0 - share_dp)
     if mirror_dp and len(mirror_dp) == len(passes):
         ends = []
         for (finish, window), j in zip(final_grads_windows_s(plan.schedule, rank_passes, m, edge_s, 2), rank_kind,

@@ -148,11 +148,75 @@ def dualpipe_s(stages: Sequence[StagePass], m: int, c_s: float) -> float:
     return m * max(s.total_s for s in stages) + hops * c + fill
 
 
-def pipedream_2bw_s(stages: Sequence[StagePass], m: int) -> float:
+@dataclasses.dataclass(frozen=True, slots=True)
+class StepUpdate:
+    """One rank's per-step work in PipeDream-2BW, seconds: its gradient reduction (`reduce_s`, on the DP
+    stream from its step's last backward; zero where it blocks the compute chain and is counted in
+    `compute_s`), then its optimizer step and codec on the compute chain (`compute_s`), then its weight
+    all-gather (`gather_s`, on the DP stream), which the step two steps later waits for."""
+
+    compute_s: float = 0.0
+    reduce_s: float = 0.0
+    gather_s: float = 0.0
+
+
+def pipedream_2bw_s(stages: Sequence[StagePass], m: int, c_s: float = 0.0,
+                    updates: Sequence[StepUpdate] = ()) -> float:
     """PipeDream-2BW (Narayanan et al. 2021, ICML, sec. 3): 1F1B without a flush; the pipeline is
-    filled once per run, not per step, so a step in steady state is m·t_max (the weight update uses
-    a one-step-stale version, double-buffered)."""
-    return m * max(s.total_s for s in stages)
+    filled once per run, not per step, and the weight update uses a one-step-stale version (double
+    buffered). A step in steady state is m·t_max when the ranks do nothing else. Each rank also updates
+    its weights once per step (`updates`): the optimizer takes its compute chain once the step's
+    gradients are reduced, at the first pass boundary after, and the step two steps later waits for the
+    new weights. In the coupled 1F1B steady state one rank's stall delays its neighbours' next passes
+    unless their slack absorbs it, so the step is neither m·t_max plus the largest update nor plus their
+    sum: it is the steady-state cycle of the graph, the difference of the makespans of four and two
+    consecutive steps over two (as the simulator runs 2BW: trace/from_plan.steady_step_s)."""
+    t_max = m * max(s.total_s for s in stages)
+    if not any(u.compute_s or u.gather_s for u in updates) and not (c_s and len(stages) > 1):
+        return t_max
+    short, long = (_2bw_run_s(stages, m, k, c_s, updates) for k in (2, 4))
+    return max(t_max, (long - short) / 2)
+
+
+def _2bw_run_s(stages: Sequence[StagePass], m: int, steps: int, c_s: float, updates: Sequence[StepUpdate]) -> float:
+    """Makespan of `steps` consecutive 2BW steps (one 1F1B order over steps·m micro-batches), each rank
+    running its update (pipedream_2bw_s) once per step: before its next pass where the gradients are
+    reduced by then (in the rank's idle time, if any), else inside the pass that is running when they are
+    (the simulator's compute stream takes it at the next layer boundary), lengthening that pass."""
+    cost, tail = _pass_costs(Schedule.PIPEDREAM_2BW, stages)
+    graph = _pass_graph(Schedule.PIPEDREAM_2BW, len(stages), steps * m)
+    ups = list(updates) or [StepUpdate()] * len(stages)
+    end = [0.0] * len(graph)
+    rank_t = [0.0] * len(stages)
+    pending: list[float | None] = [None] * len(stages)  # when the rank's outstanding update may start
+    weights: list[list[float]] = [[] for _ in stages]  # per rank, per step: when its new weights are gathered
+    for i, (r, kind, inputs, micro, _, _) in enumerate(graph):
+        ready = 0.0
+        for d, cross in inputs:
+            ready = max(ready, end[d] + (c_s if cross else 0.0))
+        k = micro // m
+        needs = kind == _F and micro % m == 0 and k >= 2  # the first forward of step k uses step k-2's update
+        start, dur, up = max(rank_t[r], ready), cost[r][0][kind], ups[r]
+        due = pending[r]
+        forced = needs and len(weights[r]) < k - 1  # this forward waits for that update
+        if due is not None and (due < start + dur or forced):
+            if due <= start or forced:  # before the pass
+                u_end = max(rank_t[r], due) + up.compute_s
+                start = max(start, u_end)
+            else:  # inside it
+                u_end = due + up.compute_s
+                dur += up.compute_s
+            weights[r].append(u_end + up.gather_s)
+            pending[r] = None
+        if needs:
+            start = max(start, weights[r][k - 2])
+        t = start + dur
+        end[i] = t - tail[r][0] if kind == _B_FULL else t
+        rank_t[r] = t
+        if kind == _B_FULL and micro % m == m - 1:
+            pending[r] = t + up.reduce_s
+    return max(t + (up.compute_s if due is not None else 0.0)
+               for t, up, due in zip(rank_t, ups, pending, strict=True))
 
 
 # pass kinds of the dependency graph: F, B without its W (split), B with its W, W
@@ -423,7 +487,7 @@ def pipeline_s(schedule: Schedule, stages: Sequence[StagePass], m: int, vp: int,
     if schedule is Schedule.DUALPIPE:
         return dualpipe_s(stages, m, c_s)
     if schedule is Schedule.PIPEDREAM_2BW:
-        return pipedream_2bw_s(stages, m)
+        return pipedream_2bw_s(stages, m, c_s)
     return flush_pipeline_s(stages, m, vp, c_s)
 
 

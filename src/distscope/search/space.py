@@ -41,6 +41,7 @@ from distscope.plan import (
     Plan,
     Recompute,
     Schedule,
+    least_microbatches,
 )
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
@@ -190,13 +191,9 @@ def schedules_for(space: SearchSpace, pp: int, vp: int, per_dp: int) -> list[Sch
             ok = vp > 1 and per_dp % pp == 0  # interleaving needs m divisible by pp
         else:
             ok = vp == need and (sched is not Schedule.DUALPIPE or pp % 2 == 0)
-        if ok and (pp == 1 or per_dp >= _least_microbatches(sched, pp)):
+        if ok and (pp == 1 or per_dp >= least_microbatches(sched, pp)):
             out.append(sched)
     return out
-
-
-def _least_microbatches(sched: Schedule, pp: int) -> int:
-    return {Schedule.ZB_H1: pp, Schedule.ZB_V: 2 * pp - 1, Schedule.DUALPIPE: 2 * pp}.get(sched, 1)
 
 
 def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> str:
@@ -234,7 +231,7 @@ def micro_batches(space: SearchSpace, shape: TrainingShape, lay: Layout) -> list
         m = per_dp // b
         if lay.schedule is Schedule.INTERLEAVED and m % lay.pp:
             continue
-        if lay.pp > 1 and (m < _least_microbatches(lay.schedule, lay.pp) or (lay.schedule is Schedule.DUALPIPE and m % 2)):
+        if lay.pp > 1 and (m < least_microbatches(lay.schedule, lay.pp) or (lay.schedule is Schedule.DUALPIPE and m % 2)):
             continue
         out.append(b)
     return out
