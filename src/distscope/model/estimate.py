@@ -655,7 +655,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         # else once per step (codec)
         # z3_codec_f: one gather's codec, z3_codec_rs: the reduce-scatter's
         z3_ag = z3_rs = z3_codec_f = z3_codec_rs = codec = 0.0
-        update, window = StepUpdate(), 0.0
+        on_stream = (0.0, 0.0, 0.0)  # 2BW with DP overlap: (reduction, gather, exposed beyond the window)
         if per_mb_z3:
             # per micro-batch: all-gather weights for forward and again for backward, reduce-scatter grads
             z3_ag, z3_codec_f = dp_coll(Collective.ALL_GATHER, params, wbytes, w_m, (g_z3, g_z3e))
@@ -781,8 +781,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
                 # next step's forward/backward pairs between the two
                 window = max(0, m - pp + at + 1) * share * (fwd_wall + bwd_wall)
                 stage_dp_exp = max(0.0, t_dp_step - window) if Dim.DP in plan.overlap else t_dp_step
-                if Dim.DP in plan.overlap:  # the DP stream's part on the steady-state graph's timeline
-                    update = StepUpdate(reduce_s=t_rs, gather_s=t_ag)
+                if Dim.DP in plan.overlap:  # the DP stream's part, on the steady-state graph's timeline
+                    on_stream = (t_rs, t_ag, stage_dp_exp)
             elif Dim.DP in plan.overlap:
                 last_bucket = t_dp_step * min(1.0, DDP_BUCKET_PARAMS / max(local_p, 1.0))
                 n_b, n_w = final_grad_passes(plan.schedule, at, pp, m, plan.vp)
@@ -830,8 +830,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         stage_after_dp.append(stage_dp_exp)
         # PipeDream-2BW: the update on the compute chain is what the DP stream does not hide (all of it
         # when the collectives block), and with DP overlap the codec, interference and optimizer
-        blocked = stage_dp_exp - (max(0.0, t_dp_step - window) if update.reduce_s or update.gather_s else 0.0)
-        updates.append(dataclasses.replace(update, compute_s=blocked + stage_opt))
+        if not traits.flush:
+            updates.append(StepUpdate(compute_s=stage_dp_exp - on_stream[2] + stage_opt, reduce_s=on_stream[0],
+                                      gather_s=on_stream[1]))
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
