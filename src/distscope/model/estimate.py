@@ -580,7 +580,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     passes: list[StagePass] = []
     lanes: list[DpLane] = []  # per stage kind, with lane_mode
     stage_after: list[float] = []  # per stage kind: its exposed DP step traffic and optimizer after its last pass
-    stage_after_dp: list[float] = []  # per stage kind: the DP traffic's part of it
+    stage_after_dp: list[float] = []  # per stage kind, 2BW: the DP traffic's part of it
     updates: list[StepUpdate] = []  # per stage kind: its PipeDream-2BW weight update
     # per stage kind of a DualPipe step reducing its gradients once: (reduction, its last bucket,
     # exposed gather, DP traffic, codec and pair sum) for final_grads_windows_s
@@ -827,10 +827,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             stage_opt += stage_fp8_weight_cast_s(spec, sl, local_p, first, last, plan, m, dev, sw)
         opt_s = max(opt_s, stage_opt)
         stage_after.append(stage_dp_exp + stage_opt)
-        stage_after_dp.append(stage_dp_exp)
         # PipeDream-2BW: the update on the compute chain is what the DP stream does not hide (all of it
         # when the collectives block), and with DP overlap the codec, interference and optimizer
         if not traits.flush:
+            stage_after_dp.append(stage_dp_exp)
             updates.append(StepUpdate(compute_s=stage_dp_exp - on_stream[2] + stage_opt, reduce_s=on_stream[0],
                                       gather_s=on_stream[1]))
         dp_tot = max(dp_tot, stage_dp_tot)

@@ -215,8 +215,9 @@ def _2bw_run_s(stages: Sequence[StagePass], m: int, steps: int, c_s: float, upda
         rank_t[r] = t
         if kind == _B_FULL and micro % m == m - 1:
             pending[r] = t + up.reduce_s
-    return max(t + (up.compute_s if due is not None else 0.0)
-               for t, up, due in zip(rank_t, ups, pending, strict=True))
+    # the last step's updates still outstanding (the same in both runs: their difference drops them)
+    return max(t + (up.compute_s if left is not None else 0.0)
+               for t, up, left in zip(rank_t, ups, pending, strict=True))
 
 
 # pass kinds of the dependency graph: F, B without its W (split), B with its W, W
