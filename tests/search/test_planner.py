@@ -83,6 +83,21 @@ def test_ranked_fastest_first_and_counts() -> None:
     assert 0 < res.feasible <= res.evaluated and res.search_s > 0
 
 
+def test_reported_plans_are_estimated_in_full() -> None:
+    """The search screens interleaved 1F1B by its closed form (estimate's `screen`), but what it keeps
+    and reports is the full estimate: `distscope plan` and `distscope estimate` agree on every plan."""
+    res = search(SPEC, SHAPE, CLUSTER, SearchSpace(max_vp=3, schedules=(Schedule.INTERLEAVED,)), top_k=8)
+    assert any(c.plan.vp > 1 for c in res.top)
+    for c in res.pool:
+        assert not c.estimate.screened
+        assert c.step_time_s == estimate(SPEC, SHAPE, CLUSTER, c.plan).step_time_s
+    screened = [c for c in res.comm_pool if c.estimate.screened]
+    assert screened
+    for c in screened[:3]:  # the comm pool that seeds compression: the closed form, flagged, within a few %
+        full = estimate(SPEC, SHAPE, CLUSTER, c.plan)
+        assert not full.screened and abs(c.step_time_s / full.step_time_s - 1) < 0.05
+
+
 def test_memory_pressure_forces_recompute_that_fits() -> None:
     spec = get_model("llama3-70b")
     shape = TrainingShape(seq_len=8192, global_batch=16)

@@ -18,7 +18,9 @@ from distscope.model.schedules import (
     DpLane,
     StagePass,
     StepUpdate,
+    flush_pipeline_s,
     inflight_sets,
+    interleaved_path_s,
     lane_path_s,
     longest_path_s,
     pipedream_2bw_s,
@@ -52,12 +54,14 @@ def _n_positions(sched: Schedule, p: int, vp: int) -> int:
 
 
 def _makespan(sched: Schedule, orders: list[list[Step]], f: float, b: float, w: float, c: float,
-              vp: int = 2, tail: float = 0.0) -> float:
+              vp: int = 2, tail: float = 0.0,
+              scale: list[tuple[float, float, tuple[float, ...]]] | None = None) -> float:
     """List-execute the per-rank orders on the dependency graph (no simulator): per pass costs f, b
     (input gradient; b + w for an unsplit backward), w; c per transfer between ranks. DualPipe pairs
     start when both their inputs are there and deliver both outputs at their end. `vp`: interleaved
     1F1B's model chunks per rank. `tail`: what the rank still waits for after a backward delivered its
-    input gradient (a per-micro-batch ZeRO reduce-scatter's last part)."""
+    input gradient (a per-micro-batch ZeRO reduce-scatter's last part). `scale`: per rank, factors on
+    its F and B passes and per model chunk (uneven ranks and chunks)."""
     p = len(orders)
     n_pos = _n_positions(sched, p, 1 if sched is not Schedule.INTERLEAVED else vp)
     done: dict[tuple[Pass, int, int], tuple[float, int]] = {}  # (pass, micro, position) -> (end, rank)
@@ -84,6 +88,9 @@ def _makespan(sched: Schedule, orders: list[list[Step]], f: float, b: float, w: 
                     break
                 start = max([t[r]] + [done[d][0] + (c if done[d][1] != r else 0.0) for d in deps])
                 dur = sum(f if x.kind is Pass.F else w if x.kind is Pass.W else b + (0.0 if x.split else w) for x in group)
+                if scale is not None:
+                    kf, kb, kc = scale[r]
+                    dur *= (kf if group[0].kind is Pass.F else kb) * kc[group[0].chunk]
                 t[r] = start + dur
                 for x in group:
                     done[(x.kind, x.micro, _position(sched, p, r, x.chunk))] = (t[r], r)
@@ -177,6 +184,58 @@ def test_interleaved_closed_form_equals_the_longest_path(p: int, vp: int, groups
         stage = StagePass(f_s=vp * f, b_s=vp * (b + tail), w_s=0.0, tail_s=vp * tail)
         closed = pipeline_s(sched, [stage] * p, m, vp, c)
         assert closed == pytest.approx(graph, rel=1e-9), (f, b, c, tail)
+
+
+@pytest.mark.parametrize("p,vp,groups", [(2, 2, 3), (4, 2, 2), (4, 3, 3), (3, 2, 4), (8, 4, 2)])
+def test_interleaved_walk_with_uneven_ranks_and_chunks_is_the_longest_path(p: int, vp: int, groups: int) -> None:
+    """longest_path_s with vp chunks per rank (StagePass.chunk_shares) equals the list execution of
+    interleaved 1F1B's orders where every rank has its own F and B and its chunks differ (a first rank's
+    slower backward, the LM head on the last chunk); interleaved_path_s, the estimator's form, is that
+    walk for m <= 2p micro-batches."""
+    sched = Schedule.INTERLEAVED
+    m = p * groups
+    rng = random.Random(f"il{p}{vp}{m}")
+    orders = _orders(sched, p, m, vp)
+    for _ in range(6):
+        f, b = rng.uniform(0.5, 1.5), rng.uniform(1.0, 3.0)
+        c = rng.choice((0.0, rng.uniform(0.0, 0.3) * f))
+        scale = []
+        for _ in range(p):
+            shares = [rng.uniform(0.7, 1.3) for _ in range(vp)]
+            scale.append((rng.uniform(0.8, 1.2), rng.uniform(0.8, 1.2), tuple(x * vp / sum(shares) for x in shares)))
+        stages = [StagePass(f_s=vp * f * kf, b_s=vp * b * kb, w_s=0.0,
+                            chunk_shares=tuple(x / vp for x in kc)) for kf, kb, kc in scale]
+        # chunk_shares weigh a rank's F and B alike; the oracle scales them so too
+        graph = _makespan(sched, orders, f, b, 0.0, c, vp, scale=scale)
+        assert longest_path_s(sched, stages, m, c, vp=vp, wrap_s=c) == pytest.approx(graph, rel=1e-9)
+        if m <= 2 * p:
+            assert interleaved_path_s(tuple(stages), m, vp, c, c) == pytest.approx(graph, rel=1e-9)
+
+
+def test_interleaved_slower_first_backward_paces_the_cool_down() -> None:
+    """The case behind consistency seed 1's two misses (closed form 3.1% under the simulated step): the
+    first rank's backward 15% slower than the others' (and the last rank slowest, with the LM head on
+    its last chunk). Every rank's backward-only cool-down runs at the first rank's pace; the closed
+    form's mean-rank fill prices it at the slowest rank's own, ~3% short at m = 2p. The fill does not
+    grow with m: the walk on 2p micro-batches carries it to m = 8p."""
+    p, vp = 8, 4
+    mid = StagePass(f_s=8.5, b_s=26.5, w_s=0.0)
+    stages = [StagePass(f_s=8.7, b_s=30.5, w_s=0.0)] + [mid] * (p - 2) + [
+        StagePass(f_s=13.0, b_s=27.7, w_s=0.0, chunk_shares=(0.24, 0.24, 0.24, 0.28))]
+    for m in (2 * p, 8 * p):
+        walk = longest_path_s(Schedule.INTERLEAVED, stages, m, 0.0, vp=vp)
+        closed = flush_pipeline_s(stages, m, vp)
+        assert walk > closed + 20.0  # 24 ms of cool-down at every m
+        assert interleaved_path_s(tuple(stages), m, vp, 0.0, 0.0) == pytest.approx(walk, rel=1e-6)
+
+
+def test_interleaved_lane_path_reduces_to_the_walk() -> None:
+    """lane_path_s over interleaved 1F1B's chunks: with no DP traffic it is the walk of its graph."""
+    p, m, vp = 4, 8, 2
+    stages = [StagePass(f_s=1.0 + 0.1 * r, b_s=2.0, w_s=0.0, chunk_shares=(0.4, 0.6)) for r in range(p)]
+    idle = [DpLane(gather_s=(0.0,) * vp, reduce_early_s=(0.0,) * vp, reduce_last_s=(0.0,) * vp)] * p
+    assert lane_path_s(Schedule.INTERLEAVED, stages, idle, m, 0.05, vp, 0.1) == pytest.approx(
+        longest_path_s(Schedule.INTERLEAVED, stages, m, 0.05, vp=vp, wrap_s=0.1))
 
 
 @pytest.mark.parametrize("sched", [Schedule.ONE_F_ONE_B, Schedule.GPIPE, *NEW])

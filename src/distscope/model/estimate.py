@@ -4,8 +4,10 @@ Per pipeline stage and micro-batch, stage time = compute (layer.py) + exposed TP
 + exposed pipeline send/recv. A GPipe or (interleaved) 1F1B pipeline then takes
     m·t_max + (Σ_i t_i − t_max)/vp
 (for uniform stages this is the textbook (m + (pp−1)/vp)·t of Narayanan et al. 2021, §2.2), plus the
-transfers of fill and drain where sends are asynchronous (schedules.flush_pipeline_s); the other
-schedules take their closed forms or their graph's longest path (schedules.pipeline_s), and the
+transfers of fill and drain where sends are asynchronous (schedules.flush_pipeline_s; interleaved 1F1B
+takes its fill and drain from its graph, schedules.interleaved_path_s, but in the planner's screening
+pass, `screen`); the other schedules take their closed forms or their graph's longest path
+(schedules.pipeline_s), and the
 step adds the exposed data-parallel communication and the optimizer step. A plan's `compression`
 prices DP gradient reductions, sharded-weight all-gathers and TP activation collectives on their
 compressed wire bytes and adds their quantize/dequantize passes as compute (compressed_wire,
@@ -43,6 +45,7 @@ from distscope.model.schedules import (
     final_grads_windows_s,
     flush_pipeline_s,
     inflight_sets,
+    interleaved_path_s,
     lane_path_s,
     pipedream_2bw_s,
     pipeline_s,
@@ -248,13 +251,15 @@ def _chunk_fractions(sizes: Sequence[int], chunks: Sequence[int]) -> tuple[float
     return tuple(x / (sum(n) or 1) for x in n)
 
 
-def _v_chunk_shares(per_mb: float, head_s: float, sizes: Sequence[int], rank: int, pp: int) -> tuple[float, ...]:
-    """Each of a ZB-V rank's two model chunks' share of its per-micro-batch work
+def _chunk_shares(per_mb: float, head_s: float, sizes: Sequence[int], rank: int, pp: int, vp: int,
+                  placement: Placement) -> tuple[float, ...]:
+    """Each of a ZB-V or interleaved rank's model chunks' share of its per-micro-batch work
     (schedules.StagePass.chunk_shares): its layers' share of the layers' part (_chunk_fractions), and the
     LM head's passes (`head_s`) on the model's last chunk. The chunks are uneven under --stage-layers
-    (2 and 3 layers: halves would price them 2.5 each)."""
-    own = rank_chunks(rank, pp, 2, Placement.V)
-    w = [(per_mb - head_s) * f + (head_s if v == 2 * pp - 1 else 0.0)
+    (2 and 3 layers: halves would price them 2.5 each) and where the LM head is."""
+    own = rank_chunks(rank, pp, vp, placement)
+    last = len(sizes) - 1
+    w = [(per_mb - head_s) * f + (head_s if v == last else 0.0)
          for f, v in zip(_chunk_fractions(sizes, own), own, strict=True)]
     return tuple(x / (sum(w) or 1.0) for x in w)
 
@@ -414,12 +419,17 @@ def _stage_params(spec: ModelSpec, sl: StageLayers, first: bool, last: bool, tp:
 
 
 def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan, *,
-             quant_GBps: float | None = None, software: SoftwareProfile | None = None) -> Estimate:
+             quant_GBps: float | None = None, software: SoftwareProfile | None = None,
+             screen: bool = False) -> Estimate:
     """Predict one optimizer step. The plan must already be checked against the model (Plan.check).
     `quant_GBps` overrides the quantize/dequantize throughput of compressed communication (GB of
     uncompressed input per second, e.g. from `distscope compress bench`). `software` is the stack's
     profile (software/presets.py: ZeRO-3 engine traits, FP8 recipe, per-step fixed cost); None = a
-    current stack (software.presets.DEFAULT). Its attention kernel and overlap are the plan's."""
+    current stack (software.presets.DEFAULT). Its attention kernel and overlap are the plan's.
+    `screen`: the planner's first pass over thousands of plans, where interleaved 1F1B's pipeline takes
+    its closed form (schedules.flush_pipeline_s, with each ZeRO stream's exposure folded into the
+    passes) instead of the walk of its graph, which costs ~1 ms; it is up to ~3% short where ranks
+    differ (the Estimate says `screened`; the planner re-estimates every candidate it keeps)."""
     sw = software or DEFAULT_SOFTWARE
     rho = eff.OVERLAP_COST  # compute slowdown per second of communication hidden behind it
     dev = cluster.device
@@ -551,6 +561,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # --- pipeline stages ---
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     placement = traits.placement
+    walk_il = pp > 1 and plan.schedule is Schedule.INTERLEAVED and plan.vp > 1  # more than one chunk per rank
     stages = stage_layers(spec.layers, n_dense_first, pp, plan.vp, plan.stage_layers, placement, spec.mtp_layers)
     n_chunks = pp * plan.vp
     first_ranks = {0, pp - 1} if placement is Placement.MIRROR else {chunk_rank(0, pp, placement)}
@@ -586,10 +597,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # exposed gather, DP traffic, codec and pair sum) for final_grads_windows_s
     mirror_dp: dict[int, tuple[float, float, float, float, float]] = {}
     # overlapped ZeRO-3 in a pipeline: the ranks' DP streams enter the schedule's graph (lane_path_s)
-    # instead of each pass carrying its share of them (not for interleaved 1F1B, which has no graph here)
+    # instead of each pass carrying its share of them
     # (ZeRO-2's per-micro-batch reduce-scatters too, overlapped)
     lane_mode = ((per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)) and pp > 1 and traits.flush
-                 and not (placement is Placement.LOOP and plan.vp > 1))
+                 and not (walk_il and screen))
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
@@ -609,6 +620,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     fp8_run = prec.low_precision
     dp_coll = functools.partial(_dp_collective, hbm_Bps=dev.hbm_Bps, quant_GBps=quant_GBps)
     sizes = chunk_sizes(spec.layers, pp, plan.vp, plan.stage_layers)
+    # the pipeline priced on its graph per model chunk (ZB-V; interleaved 1F1B but in screening)
+    walk_chunks = (pp > 1 and placement is Placement.V) or (walk_il and not screen)
     for (sl, first, last), (count, at), kranks in zip(kinds, kinds.values(), kind_ranks.values(), strict=True):
         # (layer kind, layers, of which their forward recomputed); selective recompute: every layer's part
         recs = recomputed_layers(plan, sizes, rank_chunks(at, pp, plan.vp, placement), n_dense_first) if full_rc else (0, 0)
@@ -703,8 +716,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         rs_hide = (wgrad if rs_split else bwd_wall) + z3_codec_rs + (fwd_wall if placement is Placement.MIRROR else 0.0)
         last_share = zero3_reduce_last_share(plan, sw, sl.total / chunks_per_rank)
         # each model chunk's share of the rank's per-micro-batch ZeRO traffic (lane_mode)
-        fractions = (_chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement)) if chunks_per_rank > 1
-                     else (1.0,))
+        fractions = (_chunk_fractions(sizes, rank_chunks(at, pp, plan.vp, placement))
+                     if lane_mode and chunks_per_rank > 1 else (1.0,))
         # z3_tail: what a micro-batch waits for on the DP stream after its last gradient pass sent its
         # input gradient on (builder.py: overlapped gathers joined there, then the reduce-scatter): on
         # the rank's own timeline, not on the path between stages that fills and drains the pipeline;
@@ -812,8 +825,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         per_mb = (fwd + bwd + tp_exp + cp_exp + ep_exp + z3_exp) * share + pp_f + pp_b
         w_s = (wgrad + z3_w) * share if split else 0.0
         passes.append(StagePass(f_s=f_s, b_s=per_mb - f_s - w_s, w_s=w_s, tail_s=0.0 if rs_split else z3_tail * share,
-                                chunk_shares=_v_chunk_shares(per_mb, head_s, sizes, at, pp)
-                                if placement is Placement.V and pp > 1 else ()))
+                                chunk_shares=_chunk_shares(per_mb, head_s, sizes, at, pp, chunks_per_rank, placement)
+                                if walk_chunks else ()))
         parts.append({"compute": (fwd + bwd) * share, "tp": tp_exp * share, "cp": cp_exp * share,
                       "ep": ep_exp * share, "pp": pp_f + pp_b, "dp": z3_exp * share, "tp_tot": tp_tot * share,
                       "cp_tot": cp_tot * share, "ep_tot": ep_tot * share, "dp_tot_step": stage_dp_tot,
@@ -842,11 +855,12 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     stage_t = [p.total_s for p in passes]
     t_max = max(stage_t)
-    kind_t = dict(zip(kinds, stage_t, strict=True))
-    per_stage = tuple(kind_t[(sl, i in first_ranks, i in last_ranks)] for i, sl in enumerate(stages))
+    per_stage = tuple(stage_t[j] for j in rank_kind)
     k = stage_t.index(t_max)
     rank_passes = [passes[j] for j in rank_kind]
-    if plan.schedule in _FLUSH_FORMULA:
+    if walk_chunks and plan.schedule is Schedule.INTERLEAVED:
+        pipe = interleaved_path_s(tuple(rank_passes), m, plan.vp, edge_s, p2p_wrap if edge_s else 0.0)
+    elif plan.schedule in _FLUSH_FORMULA:
         pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap)
     else:
         pipe = pipeline_s(plan.schedule, rank_passes, m, plan.vp, edge_s)
@@ -868,7 +882,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         dp_exp = max(0.0, max(ends) - pipe)
     lane_exp = 0.0  # what the DP streams add to the pipeline (lane_mode), reported as dp
     if lane_mode and any(any(ln.gather_s) or any(ln.reduce_last_s) or ln.step_gather_s for ln in lanes):
-        lane_exp = max(0.0, lane_path_s(plan.schedule, rank_passes, [lanes[j] for j in rank_kind], m, edge_s) - pipe)
+        lane_exp = max(0.0, lane_path_s(plan.schedule, rank_passes, [lanes[j] for j in rank_kind], m, edge_s,
+                                        plan.vp, p2p_wrap if edge_s else 0.0) - pipe)
         pipe += lane_exp
     tied_sync = 0.0
     if spec.tied_embeddings and pp > 1 and placement is Placement.LOOP:  # embedding-gradient all-reduce between first and last stage
@@ -921,6 +936,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
         memory=mem_worst, capacity_bytes=cluster.memory_capacity_bytes, usable_bytes=dev.usable_bytes, microbatches=m, stage_time_s=per_stage,
         layer_times=LayerTimes(dense_s=layer_s(False), moe_s=layer_s(True), first_s=first_extra, last_s=last_extra),
+        screened=walk_il and screen,
     )
 
 

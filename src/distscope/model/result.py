@@ -39,6 +39,9 @@ class Estimate:
     microbatches: int
     stage_time_s: tuple[float, ...] = ()  # per pipeline stage, one micro-batch (forward + backward)
     layer_times: LayerTimes | None = None
+    # priced by the planner's screening pass (estimate(screen=True)) where it differs from the full
+    # estimate: the search re-estimates such a candidate before it reports it
+    screened: bool = False
 
     @property
     def feasible(self) -> bool:

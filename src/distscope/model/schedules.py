@@ -192,8 +192,8 @@ def _2bw_run_s(stages: Sequence[StagePass], m: int, steps: int, c_s: float, upda
     weights: list[list[float]] = [[] for _ in stages]  # per rank, per step: when its new weights are gathered
     for i, (r, kind, inputs, micro, _, _) in enumerate(graph):
         ready = 0.0
-        for d, cross in inputs:
-            ready = max(ready, end[d] + (c_s if cross else 0.0))
+        for d in inputs:
+            ready = max(ready, end[d] if d >= 0 else end[~d] + c_s)
         k = micro // m
         needs = kind == _F and micro % m == 0 and k >= 2  # the first forward of step k uses step k-2's update
         start, dur, up = max(rank_t[r], ready), cost[r][0][kind], ups[r]
@@ -224,23 +224,24 @@ def _2bw_run_s(stages: Sequence[StagePass], m: int, steps: int, c_s: float, upda
 _F, _B_SPLIT, _B_FULL, _W = range(4)
 
 
-# a pass's role for its (micro-batch, model chunk) on its rank (_pass_graph): where trace/builder.py
+# a pass's role for its (micro-batch, model chunk) on its rank (_lane_program): where trace/builder.py
 # issues that micro-batch's per-micro-batch ZeRO collectives
 FIRST_F, FIRST_B, FIRST_GRAD, LAST_GRAD, PAIR_FIRST, FIRST_FWDS_END = 1, 2, 4, 8, 16, 32
-PassNode = tuple[int, int, tuple[tuple[int, bool], ...], int, int, int]
+PassNode = tuple[int, int, tuple[int, ...], int, int, int]
 
 
 @functools.lru_cache(maxsize=64)
-def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[PassNode, ...]:
+def _pass_graph(schedule: Schedule, p: int, m: int, vp: int = 1) -> tuple[PassNode, ...]:
     """The schedule's dependency graph over (rank, pass) nodes in a topological order: per node its
-    rank, kind, inputs (node, crosses ranks), micro-batch, model chunk and roles (FIRST_F...). A node
-    is one pass, or a DualPipe overlapped pair (both inputs before it, both outputs at its end). F of
+    rank, kind, inputs (its node, or ~node where it crosses ranks), micro-batch, model chunk and
+    PAIR_FIRST (_lane_program adds the other roles, FIRST_F...). A node is one pass, or a DualPipe
+    overlapped pair (both inputs before it, both outputs at its end). F of
     model chunk v needs F of v−1, B of v needs B of v+1 (the last chunk: its own F), W its own B; each
     rank runs its passes in its order (trace/schedule.py, the order the trace generator follows)."""
     from distscope.trace.schedule import Pass, stage_order
 
     place = SCHEDULE_TRAITS[schedule].placement
-    chunks = 1 if place is Placement.LOOP else 2
+    chunks = _chunks(schedule, vp)
     n_pos = p if place is Placement.MIRROR else p * chunks
 
     def position(r: int, c: int) -> int:
@@ -248,43 +249,83 @@ def _pass_graph(schedule: Schedule, p: int, m: int) -> tuple[PassNode, ...]:
             return r if c == 0 else 2 * p - 1 - r
         if place is Placement.MIRROR:
             return r if c == 0 else p - 1 - r
-        return r
+        return c * p + r
 
     orders = [stage_order(schedule, stage=r, stages=p, micro_batches=m, chunks=chunks) for r in range(p)]
-    roles = [_roles(order, chunks) for order in orders]
-    done: dict[tuple[object, int, int], int] = {}  # (pass, micro, position) -> node
+    pos = [[position(r, c) for c in range(chunks)] for r in range(p)]
+    b0, w0, last = m * n_pos, 2 * m * n_pos, n_pos - 1  # keys: (F, B, W) x micro x position, as one index
+
+    holder = [0] * n_pos
+    for r in range(p):
+        for v in pos[r]:
+            holder[v] = r
+
+    def pass_io(x: Any, v: int) -> tuple[tuple[int, ...], int, int]:
+        """A pass's input keys, its node kind and its output key."""
+        k = x.micro * n_pos + v
+        if x.kind is Pass.F:
+            return ((k - 1,) if v else ()), _F, k
+        if x.kind is Pass.B:
+            return ((b0 + k + 1,) if v < last else (k,)), _B_SPLIT if x.split else _B_FULL, b0 + k
+        return (b0 + k,), _W, w0 + k
+
+    # per rank, its passes as (inputs as (key, crosses ranks), nodes less their inputs, output keys): a
+    # pair is one item, its first pass waiting for both inputs, the second following it on the rank
+    programs: list[list[tuple[tuple[tuple[int, bool], ...], tuple[tuple[int, int, int, int], ...], tuple[int, ...]]]] = []
+    for r, order in enumerate(orders):
+        pr = pos[r]
+        prog = []
+        i = 0
+        while i < len(order):
+            group = order[i:i + 2] if order[i].pair else order[i:i + 1]
+            io = [pass_io(x, pr[x.chunk]) for x in group]
+            prog.append((tuple((d, holder[d % n_pos] != r) for ins, _, _ in io for d in ins),
+                         tuple((kind, x.micro, x.chunk, PAIR_FIRST if j == 0 and len(group) == 2 else 0)
+                               for j, (x, (_, kind, _)) in enumerate(zip(group, io, strict=True))),
+                         tuple(out for _, _, out in io)))
+            i += len(group)
+        programs.append(prog)
+    done = [-1] * (3 * m * n_pos)  # key -> node
+    waiting: dict[int, list[int]] = {}  # key -> the ranks whose next pass waits for it
     nodes: list[PassNode] = []
+    append = nodes.append
     idx = [0] * p
-    progressed = True
-    while progressed:
-        progressed = False
-        for r in range(p):
-            order = orders[r]
-            while idx[r] < len(order):
-                group = [order[idx[r]]] + ([order[idx[r] + 1]] if order[idx[r]].pair else [])
-                deps: list[tuple[object, int, int]] = []
-                for x in group:
-                    v = position(r, x.chunk)
-                    if x.kind is Pass.F:
-                        deps += [(Pass.F, x.micro, v - 1)] if v > 0 else []
-                    elif x.kind is Pass.B:
-                        deps += [(Pass.B, x.micro, v + 1)] if v < n_pos - 1 else [(Pass.F, x.micro, v)]
-                    else:
-                        deps += [(Pass.B, x.micro, v)]
-                if any(d not in done for d in deps):
+    ready = collections.deque(range(p))
+    while ready:
+        r = ready.popleft()
+        prog, i = programs[r], idx[r]
+        n_prog = len(prog)
+        while i < n_prog:
+            deps_, made, outs = prog[i]
+            blocked = False
+            for d, _ in deps_:
+                if done[d] < 0:
+                    waiting.setdefault(d, []).append(r)
+                    blocked = True
                     break
-                kinds = [_F if x.kind is Pass.F else _W if x.kind is Pass.W else _B_SPLIT if x.split else _B_FULL
-                         for x in group]
-                # a pair: its first pass waits for both inputs, the second follows it on the rank
-                inputs = tuple((done[d], nodes[done[d]][0] != r) for d in deps)
-                nodes += [(r, kind, inputs if j == 0 else (), x.micro, x.chunk,
-                           roles[r][idx[r] + j] | (PAIR_FIRST if j == 0 and len(group) == 2 else 0))
-                          for j, (kind, x) in enumerate(zip(kinds, group, strict=True))]
-                for x in group:
-                    done[(x.kind, x.micro, position(r, x.chunk))] = len(nodes) - 1
-                idx[r] += len(group)
-                progressed = True
+            if blocked:
+                break
+            inputs = tuple([~done[d] if cross else done[d] for d, cross in deps_]) if deps_ else ()
+            for kind, micro, chunk, flag in made:
+                append((r, kind, inputs, micro, chunk, flag))
+                inputs = ()
+            for o in outs:
+                done[o] = len(nodes) - 1
+                if o in waiting:
+                    ready.extend(waiting.pop(o))
+            i += 1
+        idx[r] = i
+    if any(i < len(prog) for i, prog in zip(idx, programs, strict=True)):
+        raise ValueError(f"{schedule.value}: the per-rank orders of {p} ranks x {m} micro-batches deadlock")
     return tuple(nodes)
+
+
+def _chunks(schedule: Schedule, vp: int) -> int:
+    """Model chunks per rank in the schedule's graph: vp for interleaved 1F1B, two for ZB-V and
+    DualPipe, else one."""
+    if schedule is Schedule.INTERLEAVED:
+        return vp
+    return 1 if SCHEDULE_TRAITS[schedule].placement is Placement.LOOP else 2
 
 
 def _roles(order: Sequence[Any], chunks: int) -> list[int]:
@@ -314,14 +355,33 @@ def _roles(order: Sequence[Any], chunks: int) -> list[int]:
 
 
 def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float,
-                   hops: Sequence[float] = ()) -> float:
+                   hops: Sequence[float] = (), vp: int = 1, wrap_s: float | None = None) -> float:
     """Makespan of the schedule's dependency graph (_pass_graph) with each rank's own F, B, W (ZB-V:
     the StagePass holds both chunks, each pass is half of it) and C per transfer between ranks: the
     longest path the closed forms above state for uniform ranks. Ranks are rarely uniform (the
     embedding on the first, the LM head on the last; DualPipe's and ZB-V's end ranks hold both), and
     there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph. `hops` (one per
     boundary between adjacent ranks, 1F1B-like placements only) replaces C where boundaries differ."""
-    return max(_walk(schedule, stages, m, c_s, hops)[0])
+    return max(_walk(schedule, stages, m, c_s, hops, vp=vp, wrap_s=wrap_s)[0])
+
+
+@functools.lru_cache(maxsize=1024)
+def interleaved_path_s(stages: tuple[StagePass, ...], m: int, vp: int, c_s: float, wrap_s: float) -> float:
+    """Interleaved 1F1B's step: the closed form (flush_pipeline_s) with its fill and drain taken from the
+    schedule's graph (longest_path_s with vp chunks per rank, StagePass.chunk_shares). The closed form's
+    mean-rank fill is up to ~3% short where ranks or chunks differ: a slower backward on the first rank
+    paces every rank's backward-only cool-down, which it prices at the slowest rank's own. The graph is
+    walked for min(m, 2p) micro-batches; beyond that the steady state adds t_max per micro-batch (the
+    closed form's own premise). On the 167 interleaved plans of benchmarks/consistency.py seeds 0 and 1
+    this differs from walking all m by at most 0.08% (0.00% from 3p, at 1.5x the cost); where the ranks
+    differ by tens of percent the steady state itself can stall, and the premise fails (random ranks
+    within ±50%: up to 9%). Memoised: plans that differ only in their data-parallel traffic (compression
+    options, sharding) run the same passes."""
+    p = len(stages)
+    m0 = min(m, 2 * p)
+    fill = longest_path_s(Schedule.INTERLEAVED, stages, m0, c_s, vp=vp, wrap_s=wrap_s) - flush_pipeline_s(
+        stages, m0, vp, c_s, wrap_s)
+    return flush_pipeline_s(stages, m, vp, c_s, wrap_s) + fill
 
 
 def final_grads_windows_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float,
@@ -334,33 +394,43 @@ def final_grads_windows_s(schedule: Schedule, stages: Sequence[StagePass], m: in
     return tuple((t, t - st[0]) for t, st in zip(rank_t, starts, strict=True))
 
 
-def _pass_costs(schedule: Schedule, stages: Sequence[StagePass]
+def _pass_costs(schedule: Schedule, stages: Sequence[StagePass], vp: int = 1
                 ) -> tuple[list[tuple[tuple[float, ...], ...]], list[tuple[float, ...]]]:
     """Per rank and model chunk, the seconds of one graph node of each kind (_F, _B_SPLIT, _B_FULL, _W)
-    and of a whole backward's tail: a ZB-V node is one of the rank's two chunks, its share of the
-    StagePass (StagePass.chunk_shares, else half); a DualPipe node is a whole micro-batch's passes."""
-    v = SCHEDULE_TRAITS[schedule].placement is Placement.V
-    ks = [(s.chunk_shares if len(s.chunk_shares) == 2 else (0.5, 0.5)) if v else (1.0, 1.0) for s in stages]
+    and of a whole backward's tail: a ZB-V or interleaved node is one of the rank's chunks, its share of
+    the StagePass (StagePass.chunk_shares, else an equal share); a DualPipe node is a whole micro-batch's
+    passes."""
+    n = _chunks(schedule, vp)
+    whole = SCHEDULE_TRAITS[schedule].placement is Placement.MIRROR
+    ks = [(1.0,) * n if whole else s.chunk_shares if len(s.chunk_shares) == n else (1.0 / n,) * n for s in stages]
     return ([tuple((k * s.f_s, k * s.b_s, k * (s.b_s + s.w_s), k * s.w_s) for k in kk)
              for s, kk in zip(stages, ks, strict=True)],
             [tuple(k * s.tail_s for k in kk) for s, kk in zip(stages, ks, strict=True)])
 
 
 def _walk(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s: float, hops: Sequence[float],
-          last_grads: int = 0) -> tuple[list[float], list[collections.deque[float]]]:
+          last_grads: int = 0, vp: int = 1, wrap_s: float | None = None
+          ) -> tuple[list[float], list[collections.deque[float]]]:
     """The graph's finish per rank and, with `last_grads`, the start times of each rank's last that
-    many gradient passes (a whole B, or a W)."""
-    if hops and (len(hops) != len(stages) - 1 or SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP):
+    many gradient passes (a whole B, or a W). `wrap_s`: an interleaved transfer between the last rank
+    and the first (from one model chunk to the next), else C."""
+    if hops and (len(hops) != len(stages) - 1 or SCHEDULE_TRAITS[schedule].placement is not Placement.LOOP
+                 or vp > 1):
         raise ValueError(f"hops: {len(hops)} boundary costs for {len(stages)} ranks of {schedule.value}")
-    cost, tail = _pass_costs(schedule, stages)
-    graph = _pass_graph(schedule, len(stages), m)
+    cost, tail = _pass_costs(schedule, stages, vp)
+    graph = _pass_graph(schedule, len(stages), m, vp if schedule is Schedule.INTERLEAVED else 1)
+    wrap = c_s if wrap_s is None else wrap_s
     end = [0.0] * len(graph)
     rank_t = [0.0] * len(stages)
     starts = [collections.deque[float](maxlen=max(last_grads, 1)) for _ in stages]
     for i, (r, kind, inputs, _, chunk, _) in enumerate(graph):
         t = rank_t[r]
-        for d, cross in inputs:
-            e = end[d] + ((hops[min(r, graph[d][0])] if hops else c_s) if cross else 0.0)
+        for d in inputs:
+            if d < 0:  # crosses ranks
+                src = graph[~d]
+                e = end[~d] + (hops[min(r, src[0])] if hops else wrap if src[4] != chunk and vp > 1 else c_s)
+            else:
+                e = end[d]
             if e > t:
                 t = e
         if last_grads and kind in (_B_FULL, _W):
@@ -390,7 +460,7 @@ class DpLane:
 
 
 def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence[DpLane], m: int,
-                c_s: float) -> float:
+                c_s: float, vp: int = 1, wrap_s: float | None = None) -> float:
     """Makespan of the schedule's dependency graph (longest_path_s) with each rank's DP stream as a
     second resource that runs one collective at a time, in the order trace/builder.py issues them
     (ZeRO-3): overlapped, a micro-batch's gathers leave when the rank reaches the pass that needs them,
@@ -402,17 +472,20 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
     issues too little ahead (the pipeline's fill and drain): the closed forms' m·t + fill with the
     stream's exposure folded into each pass cannot see that (up to 15% off the simulated step)."""
     p = len(stages)
-    cost, _ = _pass_costs(schedule, stages)
-    end = [0.0] * len(_pass_graph(schedule, p, m))
+    vp = vp if schedule is Schedule.INTERLEAVED else 1
+    cost, _ = _pass_costs(schedule, stages, vp)
+    graph = _pass_graph(schedule, p, m, vp)
+    wrap = c_s if wrap_s is None else wrap_s
+    end = [0.0] * len(graph)
     chain = [0.0] * p
     lane = [ln.step_gather_s for ln in lanes]
-    for r, inputs, gathers, earlies, passes, lasts, joins in _lane_program(schedule, p, m):
+    for r, inputs, gathers, earlies, passes, lasts, joins in _lane_program(schedule, p, m, vp):
         ln, t = lanes[r], chain[r]
         busy = lane[r]
         for c in gathers if ln.prefetch else ():  # prefetched gathers, issued before the pass's input arrives
             busy = max(busy, t) + ln.gather_s[c]
-        for d, cross in inputs:
-            e = end[d] + c_s if cross else end[d]
+        for d in inputs:
+            e = end[d] if d >= 0 else end[~d] + (wrap if vp > 1 and graph[~d][4] != passes[0][2] else c_s)
             if e > t:
                 t = e
         for c in () if ln.prefetch else gathers:  # blocking gathers, once the input is there
@@ -433,23 +506,33 @@ def lane_path_s(schedule: Schedule, stages: Sequence[StagePass], lanes: Sequence
 
 
 @functools.lru_cache(maxsize=64)
-def _lane_program(schedule: Schedule, p: int, m: int) -> tuple[tuple[Any, ...], ...]:
+def _lane_program(schedule: Schedule, p: int, m: int, vp: int = 1) -> tuple[tuple[Any, ...], ...]:
     """_pass_graph as lane_path_s walks it: per pass (a DualPipe pair: both) its rank, inputs, and the
     model chunks whose gathers, early and last reduce-scatters it issues, and its (node, kind)s."""
-    graph = _pass_graph(schedule, p, m)
+    from distscope.trace.schedule import stage_order
+
+    graph = _pass_graph(schedule, p, m, vp)
+    chunks_ = _chunks(schedule, vp)
+    # each rank's nodes follow its order: the k-th of rank r has the roles of its order's k-th step
+    roles = [_roles(stage_order(schedule, stage=r, stages=p, micro_batches=m, chunks=chunks_), chunks_)
+             for r in range(p)]
+    seen = [0] * p
     out = []
     i = 0
     while i < len(graph):
-        r, _, inputs, _, _, role = graph[i]
-        group = graph[i:i + (2 if role & PAIR_FIRST else 1)]
+        r, _, inputs, _, _, pair = graph[i]
+        n_ = 2 if pair & PAIR_FIRST else 1
+        group = graph[i:i + n_]
+        role = roles[r][seen[r]:seen[r] + n_]
+        seen[r] += n_
 
-        def chunks(flags: int, group: tuple[PassNode, ...] = group) -> tuple[int, ...]:
-            return tuple(n[4] for n in group if n[5] & flags)
+        def chunks(flags: int, group: tuple[PassNode, ...] = group, role: list[int] = role) -> tuple[int, ...]:
+            return tuple(n[4] for n, f in zip(group, role, strict=True) if f & flags)
 
         out.append((r, inputs, chunks(FIRST_F | FIRST_B), chunks(FIRST_GRAD),
                     tuple((i + j, n[1], n[4]) for j, n in enumerate(group)), chunks(LAST_GRAD),
-                    any(n[5] & FIRST_FWDS_END for n in group)))
-        i += len(group)
+                    any(f & FIRST_FWDS_END for f in role)))
+        i += n_
     return tuple(out)
 
 

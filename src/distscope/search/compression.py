@@ -9,7 +9,8 @@ Compression does not change memory in the model, so feasibility is that of the u
 The planner re-estimates every option combination on a pool of candidates: the fastest uncompressed
 ones and those with the most exposed DP+TP communication time (the ones compression helps most),
 ranked by step time with that communication removed (an optimistic bound on what compression can
-reach).
+reach). Like the search, it screens interleaved 1F1B by its closed form (estimate's `screen`) and
+estimates each option set's best, and the uncompressed plan it compares against, in full.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 
 from distscope.compress.spec import CommClass, CompressionConfig, CompressionMethod
 from distscope.model.estimate import estimate
-from distscope.search.planner import Candidate, comm_free_time, step_time
+from distscope.search.planner import Candidate, comm_free_time, exact, step_time
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
@@ -105,6 +106,7 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
     if not pool:
         return None
     base = base or min(pool, key=lambda c: c.step_time_s)
+    base = exact(spec, shape, cluster, base, software)  # a comm pool entry may be screened
     seen: dict[int, Candidate] = {}
     for c in [*heapq.nsmallest(pool_size, pool, key=step_time), *heapq.nsmallest(pool_size, comm_pool, key=comm_free_time)]:
         seen.setdefault(id(c), c)
@@ -116,11 +118,13 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
             if not _applies(c, cfg):
                 continue
             p = dataclasses.replace(c.plan, compression=cfg)
-            e = estimate(spec, shape, cluster, p, quant_GBps=quant_GBps, software=software)
+            e = estimate(spec, shape, cluster, p, quant_GBps=quant_GBps, software=software, screen=True)
             n += 1
             if e.feasible and (label not in best_by_cfg or e.step_time_s < best_by_cfg[label].step_time_s):
                 best_by_cfg[label] = Candidate(p, e)
-    ranked = sorted(best_by_cfg.values(), key=lambda c: c.step_time_s)
+    # each option set's best, screened like the planner's first pass, then estimated in full
+    ranked = sorted((Candidate(c.plan, estimate(spec, shape, cluster, c.plan, quant_GBps=quant_GBps, software=software))
+                     if c.estimate.screened else c for c in best_by_cfg.values()), key=lambda c: c.step_time_s)
     if not ranked:
         return None
     return CompressionResult(uncompressed=base, compressed=ranked[0], ranked=tuple(ranked), evaluated=n)
