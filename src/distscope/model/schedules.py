@@ -371,14 +371,15 @@ def interleaved_path_s(stages: tuple[StagePass, ...], m: int, vp: int, c_s: floa
     schedule's graph (longest_path_s with vp chunks per rank, StagePass.chunk_shares). The closed form's
     mean-rank fill is up to ~3% short where ranks or chunks differ: a slower backward on the first rank
     paces every rank's backward-only cool-down, which it prices at the slowest rank's own. The graph is
-    walked for min(m, 2p) micro-batches; beyond that the steady state adds t_max per micro-batch (the
-    closed form's own premise). On the 167 interleaved plans of benchmarks/consistency.py seeds 0 and 1
-    this differs from walking all m by at most 0.08% (0.00% from 3p, at 1.5x the cost); where the ranks
+    walked for min(m, p) micro-batches, one round; beyond that the steady state adds t_max per
+    micro-batch (the closed form's own premise). On the 167 interleaved plans of benchmarks/consistency.py
+    seeds 0 and 1 this differs from walking all m by at most 0.53% of the step (0.08% with 2p rounds,
+    0.00% with 3p, at 4 and 9 times the cost: the planner's search took x1.3 with 2p); where the ranks
     differ by tens of percent the steady state itself can stall, and the premise fails (random ranks
     within ±50%: up to 9%). Memoised: plans that differ only in their data-parallel traffic (compression
     options, sharding) run the same passes."""
     p = len(stages)
-    m0 = min(m, 2 * p)
+    m0 = min(m, p)
     fill = longest_path_s(Schedule.INTERLEAVED, stages, m0, c_s, vp=vp, wrap_s=wrap_s) - flush_pipeline_s(
         stages, m0, vp, c_s, wrap_s)
     return flush_pipeline_s(stages, m, vp, c_s, wrap_s) + fill

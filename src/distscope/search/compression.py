@@ -106,7 +106,7 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
     if not pool:
         return None
     base = base or min(pool, key=lambda c: c.step_time_s)
-    base = exact(spec, shape, cluster, base, software)  # a comm pool entry may be screened
+    base = exact(spec, shape, cluster, base, software)  # a pool entry may be screened
     seen: dict[int, Candidate] = {}
     for c in [*heapq.nsmallest(pool_size, pool, key=step_time), *heapq.nsmallest(pool_size, comm_pool, key=comm_free_time)]:
         seen.setdefault(id(c), c)

@@ -20,7 +20,8 @@ the bound so good plans are found early. The best candidates are then re-partiti
 min-max DP (partition.py) over the estimator's per-layer times and re-estimated. All of this prices
 interleaved 1F1B's pipeline by its closed form (estimate's `screen`, up to ~3% short where ranks differ;
 walking its graph for every plan made the GPT-3 175B search take 244 s instead of 3.5 s), so which
-candidates are kept rests on it; everything kept is then estimated in full and ranked again.
+candidates are kept rests on it; the kept ones that can still rank among the top_k are then estimated
+in full and ranked again (_in_full).
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ class Candidate:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SearchResult:
     top: tuple[Candidate, ...]  # best first
-    pool: tuple[Candidate, ...]  # the kept best candidates (>= top), for compression and checks
+    # the kept best candidates (>= top), for compression and checks; those far enough behind the top keep
+    # their screened estimates (Estimate.screened; `exact` redoes one)
+    pool: tuple[Candidate, ...]
     # the kept candidates with the lowest comm_free_time (screened estimates: they seed the compression search)
     comm_pool: tuple[Candidate, ...]
     evaluated: int
@@ -270,6 +273,30 @@ def exact(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
     return dataclasses.replace(c, estimate=estimate(spec, shape, cluster, c.plan, software=software))
 
 
+# how far above its full estimate a screened step may lie: where it is a lower bound (Estimate.screen_low),
+# 0 of the 167 interleaved plans of benchmarks/consistency.py seeds 0 and 1 above it by more than 1e-13;
+# where per-micro-batch ZeRO streams are folded into the passes, up to 12.5% above it there
+SCREEN_MARGIN, FOLDED_MARGIN = 1e-3, 0.15
+
+
+def _in_full(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, cands: list[Candidate], top_k: int,
+             software: SoftwareProfile | None) -> list[Candidate]:
+    """The kept candidates ranked on their full estimates, fastest first: in order of their screened
+    step, each is estimated in full unless its screened step is above the top_k-th full step by more than
+    it can lie above its own (SCREEN_MARGIN, FOLDED_MARGIN): none of those can rank among the first top_k,
+    and they keep their screened estimates (Estimate.screened), ranked after."""
+    done: list[Candidate] = []
+    rest: list[Candidate] = []
+    for c in sorted(cands, key=simplest_first):
+        kth = sorted(x.step_time_s for x in done)[top_k - 1] if len(done) >= top_k else float("inf")
+        margin = SCREEN_MARGIN if c.estimate.screen_low else FOLDED_MARGIN
+        if c.estimate.screened and c.step_time_s > kth * (1 + margin):
+            rest.append(c)
+        else:
+            done.append(exact(spec, shape, cluster, c, software))
+    return sorted(done, key=simplest_first) + rest
+
+
 def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
                 software: SoftwareProfile | None = None, screen: bool = False) -> tuple[Candidate, PartitionGain] | None:
     """Re-split a pipelined candidate's layers with the exact min-max DP over the estimator's per-layer
@@ -336,8 +363,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
                 # every checked candidate keeps its record (the report explains whichever plan ends up #1)
                 c = new if gain.applied else dataclasses.replace(c, partition=gain)
         out.append(c)
-    # everything kept is estimated in full, then ranked (the comm pool only seeds best_compressed)
-    out = sorted((exact(spec, shape, cluster, c, space.software) for c in out), key=simplest_first)
+    out = _in_full(spec, shape, cluster, out, top_k, space.software)
     return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(s.comm_keeper.sorted()),
                         evaluated=s.evaluated, feasible=s.feasible, layouts=len(lays), search_s=time.perf_counter() - t0)
 
