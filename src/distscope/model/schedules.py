@@ -361,7 +361,9 @@ def longest_path_s(schedule: Schedule, stages: Sequence[StagePass], m: int, c_s:
     longest path the closed forms above state for uniform ranks. Ranks are rarely uniform (the
     embedding on the first, the LM head on the last; DualPipe's and ZB-V's end ranks hold both), and
     there the closed forms' m·t_max + fill(mean) can be more than 10% off the graph. `hops` (one per
-    boundary between adjacent ranks, 1F1B-like placements only) replaces C where boundaries differ."""
+    boundary between adjacent ranks, 1F1B-like placements only) replaces C where boundaries differ.
+    Interleaved 1F1B: `vp` chunks per rank, each its StagePass.chunk_shares of the rank's passes, and
+    `wrap_s` for the transfer from the last rank to the first (else C)."""
     return max(_walk(schedule, stages, m, c_s, hops, vp=vp, wrap_s=wrap_s)[0])
 
 

@@ -26,6 +26,7 @@ in full and ranked again (_in_full).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -287,13 +288,15 @@ def _in_full(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, cands: lis
     and they keep their screened estimates (Estimate.screened), ranked after."""
     done: list[Candidate] = []
     rest: list[Candidate] = []
+    times: list[float] = []  # the full steps so far, ascending
     for c in sorted(cands, key=simplest_first):
-        kth = sorted(x.step_time_s for x in done)[top_k - 1] if len(done) >= top_k else float("inf")
+        kth = times[top_k - 1] if len(times) >= top_k else float("inf")
         margin = SCREEN_MARGIN if c.estimate.screen_low else FOLDED_MARGIN
         if c.estimate.screened and c.step_time_s > kth * (1 + margin):
             rest.append(c)
         else:
             done.append(exact(spec, shape, cluster, c, software))
+            bisect.insort(times, done[-1].step_time_s)
     return sorted(done, key=simplest_first) + rest
 
 
