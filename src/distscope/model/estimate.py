@@ -603,9 +603,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # instead of each pass carrying its share of them
     # (ZeRO-2's per-micro-batch reduce-scatters too, overlapped)
     # (screening interleaved 1F1B, the streams' exposure is folded into its passes instead: no walk)
-    lane_mode = ((per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)) and pp > 1 and traits.flush
-                 and not (walk_il and screen))
-    lane_folded = walk_il and screen and (per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap))
+    streams = per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)
+    lane_mode = streams and pp > 1 and traits.flush and not (walk_il and screen)
+    lane_folded = streams and walk_il and screen
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
@@ -863,7 +863,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     per_stage = tuple(stage_t[j] for j in rank_kind)
     k = stage_t.index(t_max)
     rank_passes = [passes[j] for j in rank_kind]
-    if walk_chunks and plan.schedule is Schedule.INTERLEAVED:
+    if walk_il and not screen:
         pipe = interleaved_path_s(tuple(rank_passes), m, plan.vp, edge_s, p2p_wrap if edge_s else 0.0)
     elif plan.schedule in _FLUSH_FORMULA:
         pipe = flush_pipeline_s(rank_passes, m, plan.vp, edge_s, p2p_wrap)

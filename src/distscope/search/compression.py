@@ -123,8 +123,8 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
             if e.feasible and (label not in best_by_cfg or e.step_time_s < best_by_cfg[label].step_time_s):
                 best_by_cfg[label] = Candidate(p, e)
     # each option set's best, screened like the planner's first pass, then estimated in full
-    ranked = sorted((Candidate(c.plan, estimate(spec, shape, cluster, c.plan, quant_GBps=quant_GBps, software=software))
-                     if c.estimate.screened else c for c in best_by_cfg.values()), key=lambda c: c.step_time_s)
+    ranked = sorted((exact(spec, shape, cluster, c, software, quant_GBps) for c in best_by_cfg.values()),
+                    key=lambda c: c.step_time_s)
     if not ranked:
         return None
     return CompressionResult(uncompressed=base, compressed=ranked[0], ranked=tuple(ranked), evaluated=n)

@@ -267,11 +267,12 @@ def stage_chunks(stage_totals: tuple[int, ...], vp: int) -> tuple[int, ...] | No
 
 
 def exact(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
-          software: SoftwareProfile | None = None) -> Candidate:
+          software: SoftwareProfile | None = None, quant_GBps: float | None = None) -> Candidate:
     """`c` with its estimate redone in full where the search screened it (estimate's `screen`)."""
     if not c.estimate.screened:
         return c
-    return dataclasses.replace(c, estimate=estimate(spec, shape, cluster, c.plan, software=software))
+    return dataclasses.replace(c, estimate=estimate(spec, shape, cluster, c.plan, quant_GBps=quant_GBps,
+                                                    software=software))
 
 
 # how far above its full estimate a screened step may lie: where it is a lower bound (Estimate.screen_low),
