@@ -85,24 +85,15 @@ def test_ranked_fastest_first_and_counts() -> None:
 
 def test_reported_plans_are_estimated_in_full() -> None:
     """The search screens interleaved 1F1B by its closed form (estimate's `screen`), but what it reports
-    is the full estimate: `distscope plan` and `distscope estimate` agree on every plan it prints, and a
-    kept plan left screened is too far behind to rank among them."""
-    from distscope.search.planner import FOLDED_MARGIN, SCREEN_MARGIN
-
+    is the full estimate: `distscope plan` and `distscope estimate` agree on every plan it prints and on
+    every kept plan; only the comm pool that seeds compression keeps screened estimates, flagged."""
     res = search(SPEC, SHAPE, CLUSTER, SearchSpace(max_vp=3, schedules=(Schedule.INTERLEAVED,)), top_k=8)
     assert any(c.plan.vp > 1 for c in res.top)
-    for c in res.top:
+    for c in res.pool:
         assert not c.estimate.screened
         assert c.step_time_s == estimate(SPEC, SHAPE, CLUSTER, c.plan).step_time_s
-    kth = res.top[-1].step_time_s
-    assert all(c.step_time_s > kth * (1 + (SCREEN_MARGIN if c.estimate.screen_low else FOLDED_MARGIN))
-               for c in res.pool if c.estimate.screened)
-    screened = [c for c in res.comm_pool if c.estimate.screened]
-    assert screened
-    for c in screened:  # the comm pool that seeds compression: flagged, a lower bound on the full estimate where
-        full = estimate(SPEC, SHAPE, CLUSTER, c.plan)  # it says so
-        assert not full.screened and (c.step_time_s <= full.step_time_s * (1 + SCREEN_MARGIN)
-                                      or not c.estimate.screen_low)
+    assert [c.step_time_s for c in res.pool] == sorted(c.step_time_s for c in res.pool)
+    assert any(c.estimate.screened for c in res.comm_pool)
 
 
 def test_memory_pressure_forces_recompute_that_fits() -> None:

@@ -428,11 +428,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     current stack (software.presets.DEFAULT). Its attention kernel and overlap are the plan's.
     `screen`: the planner's first pass over thousands of plans, where interleaved 1F1B's pipeline takes
     its closed form (schedules.flush_pipeline_s) instead of the walk of its graph, with per-micro-batch
-    ZeRO streams folded into its passes instead of walked beside them (each walk costs ~1 ms). On the
-    interleaved plans of consistency seeds 0 and 1 the pipeline's closed form is a lower bound on the
-    full estimate (up to 3.1% under it); folded streams lie above it, by up to 13% (the Estimate says
-    `screened`, and `screen_low` where it is such a lower bound; the planner estimates in full every kept
-    candidate that can rank among those it reports)."""
+    ZeRO streams folded into its passes instead of walked beside them (each walk costs ~1 ms). The
+    closed form lies from 11% under to 6.6% over the full estimate (uneven stages), folded streams from
+    25% under to 20% over it (benchmarks/screen_check.py); the Estimate says `screened`, and the planner
+    estimates in full every candidate it keeps."""
     sw = software or DEFAULT_SOFTWARE
     rho = eff.OVERLAP_COST  # compute slowdown per second of communication hidden behind it
     dev = cluster.device
@@ -605,7 +604,6 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # (screening interleaved 1F1B, the streams' exposure is folded into its passes instead: no walk)
     streams = per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)
     lane_mode = streams and pp > 1 and traits.flush and not (walk_il and screen)
-    lane_folded = streams and walk_il and screen
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
@@ -941,7 +939,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
         memory=mem_worst, capacity_bytes=cluster.memory_capacity_bytes, usable_bytes=dev.usable_bytes, microbatches=m, stage_time_s=per_stage,
         layer_times=LayerTimes(dense_s=layer_s(False), moe_s=layer_s(True), first_s=first_extra, last_s=last_extra),
-        screened=walk_il and screen, screen_low=not lane_folded,
+        screened=walk_il and screen,
     )
 
 

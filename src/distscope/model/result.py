@@ -40,10 +40,8 @@ class Estimate:
     stage_time_s: tuple[float, ...] = ()  # per pipeline stage, one micro-batch (forward + backward)
     layer_times: LayerTimes | None = None
     # priced by the planner's screening pass (estimate(screen=True)) where it differs from the full
-    # estimate: the search re-estimates such a candidate before it reports it; `screen_low`: that price
-    # is a lower bound on the full estimate (else it may lie above it)
+    # estimate: the search re-estimates in full every candidate it keeps
     screened: bool = False
-    screen_low: bool = True
 
     @property
     def feasible(self) -> bool:

@@ -201,7 +201,7 @@ def plan_cmd(
             head = [x.candidate for x in simulated]  # a real reordering; else the estimate's order stands
             ranked = head + [x for x in ranked if all(x is not h for h in head)]
     best = ranked[0]
-    from distscope.search.planner import exact, partition_gain
+    from distscope.search.planner import partition_gain
     from distscope.search.report import fabric_lines, partition_line, tie_json, tie_line
     from distscope.validate.envelope import outside
 
@@ -222,7 +222,6 @@ def plan_cmd(
         second = runner_up(tuple(ranked))
         why = explain(best, second, spec.layers) if second is not None else "only one feasible plan"
     other = other_layout((best, *[x for x in res.pool if x is not best]))
-    other = exact(spec, shape, c, other, sw) if other is not None else None  # a pool entry may be screened
     why_layout = explain(best, other, spec.layers) if other is not None else ""
     cr = (best_compressed(spec, shape, c, res.pool, res.comm_pool, quant_GBps=quant_gbps, base=best, software=sw)
           if compression else None)

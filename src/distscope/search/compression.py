@@ -105,8 +105,7 @@ def best_compressed(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, poo
     when the simulator re-ranked the pool)."""
     if not pool:
         return None
-    base = base or min(pool, key=lambda c: c.step_time_s)
-    base = exact(spec, shape, cluster, base, software)  # a pool entry may be screened
+    base = base or min(pool, key=lambda c: c.step_time_s)  # the search's pool is estimated in full
     seen: dict[int, Candidate] = {}
     for c in [*heapq.nsmallest(pool_size, pool, key=step_time), *heapq.nsmallest(pool_size, comm_pool, key=comm_free_time)]:
         seen.setdefault(id(c), c)
