@@ -85,8 +85,7 @@ class Candidate:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SearchResult:
     top: tuple[Candidate, ...]  # best first
-    # the kept best candidates (>= top), for compression and checks; those far enough behind the top keep
-    # their screened estimates (Estimate.screened; `exact` redoes one)
+    # the kept best candidates (>= top), each estimated in full, for compression and checks
     pool: tuple[Candidate, ...]
     # the kept candidates with the lowest comm_free_time (screened estimates: they seed the compression search)
     comm_pool: tuple[Candidate, ...]
