@@ -14,7 +14,8 @@ def models_cmd() -> None:
     from distscope.workload.params import active_params, total_params
 
     t = Table(title="Model catalog (use the key with --model)")
-    for c in ("key", "params", "active", "layers", "hidden", "heads/kv", "ffn", "attention", "moe", "vocab"):
+    t.add_column("key", no_wrap=True)  # what users type: never cut, other columns narrow first
+    for c in ("params", "active", "layers", "hidden", "heads/kv", "ffn", "attention", "moe", "vocab"):
         t.add_column(c)
     for k in model_names():
         s = get_model(k)
@@ -29,7 +30,8 @@ def clusters_cmd() -> None:
     from distscope.system.presets import cluster_names, get_cluster
 
     t = Table(title="Cluster presets (use with --cluster; scale with --gpus, override with --link)")
-    for col in ("key", "device", "levels (size x GB/s per GPU per dir, latency, efficiency)", "default gpus"):
+    t.add_column("key", no_wrap=True)
+    for col in ("device", "levels (size x GB/s per GPU per dir, latency, efficiency)", "default gpus"):
         t.add_column(col)
     for k in cluster_names():
         cl = get_cluster(k)
@@ -39,8 +41,8 @@ def clusters_cmd() -> None:
     out.print(t)
     d = Table(title="Devices (dense peak TFLOP/s, TOPS for int8/int4; — = unsupported; HBM)")
     header, rows = device_rows()
-    for c in header:
-        d.add_column(c)
+    for i, c in enumerate(header):
+        d.add_column(c, no_wrap=i == 0)
     for r in rows:
         d.add_row(*r)
     out.print(d)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from rich.console import Console
 
-out = Console(highlight=False)
+# Piped output (grep, a file, CI logs) is not wrapped at rich's 80-column default, which cut catalog
+# keys to "gpt-…"; a terminal keeps its own width.
+PIPE_WIDTH = 200
+out = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 err = Console(stderr=True, highlight=False)
 
 
