@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
@@ -34,9 +35,8 @@ def _check(p: Plan) -> bool:
     return True
 
 
-def brute_force(attention: AttentionImpl, max_vp: int, max_mb: int) -> tuple[float, int]:
-    """Every plan, dominated choices included (GPipe, less overlap, ZeRO-1, every block-recompute count)."""
-    best, n = float("inf"), 0
+def all_plans(attention: AttentionImpl, max_vp: int, max_mb: int) -> Iterator[Plan]:
+    """Every valid plan, dominated choices included (GPipe, less overlap, ZeRO-1, every block-recompute count)."""
     degs = (1, 2, 4)
     for tp, cp, pp in itertools.product(degs, degs, degs):
         if tp * cp * pp > 4:
@@ -54,12 +54,17 @@ def brute_force(attention: AttentionImpl, max_vp: int, max_mb: int) -> tuple[flo
                          distributed_optimizer=do, micro_batch=mb, recompute=rc, recompute_layers=k, schedule=sched,
                          precision=Precision.BF16, overlap=ov, attention=attention,
                          stage_layers=balanced_chunks(SPEC.layers, pp, vp))
-                if not _check(p):
-                    continue
-                n += 1
-                e = estimate(SPEC, SHAPE, CLUSTER, p)
-                if e.feasible:
-                    best = min(best, e.step_time_s)
+                if _check(p):
+                    yield p
+
+
+def brute_force(attention: AttentionImpl, max_vp: int, max_mb: int) -> tuple[float, int]:
+    best, n = float("inf"), 0
+    for p in all_plans(attention, max_vp, max_mb):
+        n += 1
+        e = estimate(SPEC, SHAPE, CLUSTER, p)
+        if e.feasible:
+            best = min(best, e.step_time_s)
     return best, n
 
 
@@ -74,6 +79,26 @@ def test_pruned_search_equals_brute_force(attention: AttentionImpl) -> None:
     for c in res.pool:  # everything the planner returns is a valid, feasible plan
         assert _check(c.plan) and c.estimate.feasible
         assert why_not_in_space(space, SPEC, SHAPE, CLUSTER, c.plan) == ""
+
+
+def test_compute_bound_is_a_lower_bound_of_every_plan_it_covers() -> None:
+    """Branch and bound skips a (layout, sequence parallel, micro-batch) whose compute bound is not below
+    the kept set's slowest step. That is safe only if no plan it covers estimates faster than the bound:
+    every plan of the brute-force space (ZeRO stages, recompute, overlap, GPipe, interleaving, CP, TP),
+    feasible or not, is checked against its bound."""
+    from distscope.search.planner import _Search
+    from distscope.search.space import Layout
+
+    s = _Search(SPEC, SHAPE, CLUSTER, SearchSpace(), keep=1)
+    n = 0
+    for p in all_plans(AttentionImpl.FLASH, max_vp=3, max_mb=2):
+        lay = Layout(tp=p.tp, pp=p.pp, vp=p.vp, cp=p.cp, ep=p.ep, dp=p.dp, stage_layers=p.stage_layers,
+                     schedule=p.schedule)
+        bound = s.compute_bound(lay, p.sequence_parallel, p.micro_batch)
+        step = estimate(SPEC, SHAPE, CLUSTER, p).step_time_s
+        assert step >= bound * (1 - 1e-9), f"{p.degrees()} {p.schedule.value}: step {step:.6f} s < bound {bound:.6f} s"
+        n += 1
+    assert n > 1000
 
 
 def test_ranked_fastest_first_and_counts() -> None:

@@ -277,7 +277,7 @@ def _in_full(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, cands: lis
              software: SoftwareProfile | None) -> list[Candidate]:
     """The kept candidates, each estimated in full, fastest first. No margin decides which to skip: the
     closed form lies up to 6.6% above the full estimate where stages or chunks are uneven, folded ZeRO
-    streams up to 19.5% (six searches, benchmarks/screen_check.py), and a margin of 1e-3 once left a
+    streams up to 19.5% (eight searches, benchmarks/screen_check.py), and a margin of 1e-3 once left a
     better 405B plan unreported. Estimating all of them costs ~0.2 s of a search (x1.07 on GPT-3 175B)."""
     return sorted((exact(spec, shape, cluster, c, software) for c in cands), key=simplest_first)
 
