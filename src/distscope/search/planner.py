@@ -18,10 +18,11 @@ the slowest kept step time cannot enter the kept set and is skipped (compression
 bound either: it removes communication, not compute); layouts are visited in increasing order of
 the bound so good plans are found early. The best candidates are then re-partitioned with the exact
 min-max DP (partition.py) over the estimator's per-layer times and re-estimated. All of this prices
-interleaved 1F1B's pipeline by its closed form (estimate's `screen`, from 11% short to 6.6% over where
-ranks differ; walking its graph for every plan made the GPT-3 175B search take 244 s instead of 3.5 s),
-so which candidates are kept rests on it; every kept one is then estimated in full and ranked again
-(_in_full). benchmarks/screen_check.py counts the plans this misses.
+interleaved 1F1B's pipeline by its closed form and folds a pipeline's per-micro-batch ZeRO streams into
+its passes (estimate's `screen`, from 11% short to 6.6% over where ranks differ, and 25% short to 20%
+over for folded streams; walking its graph for every plan made the GPT-3 175B search take 244 s instead
+of 3.5 s), so which candidates are kept rests on it; every kept one is then estimated in full and ranked
+again (_in_full). benchmarks/screen_check.py counts the plans this misses and checks the bound.
 """
 
 from __future__ import annotations
