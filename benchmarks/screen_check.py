@@ -47,9 +47,7 @@ Key = tuple[Layout, bool, int]  # (layout, sequence parallel, micro-batch): what
 
 
 def key_of(plan: Plan) -> Key:
-    lay = Layout(tp=plan.tp, pp=plan.pp, vp=plan.vp, cp=plan.cp, ep=plan.ep, dp=plan.dp,
-                 stage_layers=plan.stage_layers, schedule=plan.schedule)
-    return lay, plan.sequence_parallel, plan.micro_batch
+    return Layout.of(plan), plan.sequence_parallel, plan.micro_batch
 
 
 def pruned_misses(search_: _Search, keys: list[Key], kth: float,

@@ -92,9 +92,7 @@ def test_compute_bound_is_a_lower_bound_of_every_plan_it_covers() -> None:
     s = _Search(SPEC, SHAPE, CLUSTER, SearchSpace(), keep=1)
     n = 0
     for p in all_plans(AttentionImpl.FLASH, max_vp=3, max_mb=2):
-        lay = Layout(tp=p.tp, pp=p.pp, vp=p.vp, cp=p.cp, ep=p.ep, dp=p.dp, stage_layers=p.stage_layers,
-                     schedule=p.schedule)
-        bound = s.compute_bound(lay, p.sequence_parallel, p.micro_batch)
+        bound = s.compute_bound(Layout.of(p), p.sequence_parallel, p.micro_batch)
         step = estimate(SPEC, SHAPE, CLUSTER, p).step_time_s
         assert step >= bound * (1 - 1e-9), f"{p.degrees()} {p.schedule.value}: step {step:.6f} s < bound {bound:.6f} s"
         n += 1

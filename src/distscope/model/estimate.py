@@ -604,8 +604,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # (ZeRO-2's per-micro-batch reduce-scatters too, overlapped)
     # (screening, the streams' exposure is folded into the passes instead: no walk)
     streams = per_mb_z3 or (plan.zero_stage == 2 and Dim.DP in plan.overlap)
-    lane_mode = streams and pp > 1 and traits.flush and not screen
-    folded = streams and pp > 1 and traits.flush and screen
+    piped_streams = streams and pp > 1 and traits.flush
+    lane_mode = piped_streams and not screen
     mem_worst: Memory | None = None
     dp_tot = dp_exp = opt_s = lane = 0.0
     model_flops = hw_flops = 0.0
@@ -941,7 +941,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         mfu=mf / (step * n * peak), hfu=hf / (step * n * peak), tflops_per_gpu=mf / (step * n) / 1e12,
         memory=mem_worst, capacity_bytes=cluster.memory_capacity_bytes, usable_bytes=dev.usable_bytes, microbatches=m, stage_time_s=per_stage,
         layer_times=LayerTimes(dense_s=layer_s(False), moe_s=layer_s(True), first_s=first_extra, last_s=last_extra),
-        screened=(walk_il and screen) or folded,
+        screened=screen and (walk_il or piped_streams),
     )
 
 

@@ -133,6 +133,12 @@ class Layout:
     stage_layers: tuple[int, ...]  # () = uniform
     schedule: Schedule = Schedule.ONE_F_ONE_B
 
+    @classmethod
+    def of(cls, plan: Plan) -> Layout:
+        """The layout a plan was built on (base_plan's inverse)."""
+        return cls(tp=plan.tp, pp=plan.pp, vp=plan.vp, cp=plan.cp, ep=plan.ep, dp=plan.dp,
+                   stage_layers=plan.stage_layers, schedule=plan.schedule)
+
 
 def tp_values(space: SearchSpace, spec: ModelSpec, cluster: Cluster) -> list[int]:
     cap = space.max_tp or cluster.gpus_per_node
