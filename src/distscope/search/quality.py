@@ -101,9 +101,10 @@ def check_row(row: Row, *, framework: str = "", top_k: int = 3, neighbourhood: b
     cluster = cluster_for(row.gpu, row.num_gpus, row.gpus_per_node, row.intra_node_GBps, row.inter_node_GBps_per_gpu)
     shape = TrainingShape(seq_len=row.seq_len, global_batch=row.global_batch)
     space = row_space(row, pub.plan, framework=framework, neighbourhood=neighbourhood, era=era)
-    # kept beyond top_k: the search keeps candidates on their screened price (interleaved 1F1B by its
-    # closed form), and plans within a few ppm of each other (MBRIDGE-H100-LLAMA3.1_405B: pp 8 x vp 8 and
-    # pp 16 x vp 5) can swap places there
+    # kept beyond top_k: the search keeps candidates on their screened price (estimate's `screen`:
+    # interleaved 1F1B by its closed form, a pipeline's ZeRO streams folded into its passes), and plans
+    # within a few ppm of each other (MBRIDGE-H100-LLAMA3.1_405B: pp 8 x vp 8 and pp 16 x vp 5) can swap
+    # places there
     res = search(row.spec, shape, cluster, space, top_k=top_k, keep=4 * top_k, repartition_top=top_k)
     return RowQuality(run_id=row.run_id, published=Candidate(pub.plan, pub.estimate), best=res.best,
                       not_in_space=why_not_in_space(space, row.spec, shape, cluster, pub.plan),
