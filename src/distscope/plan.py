@@ -279,8 +279,9 @@ class Plan:
         return global_batch // (self.dp * self.micro_batch)
 
     def check(self, *, layers: int, heads: int, kv_heads: int, experts: int, seq_len: int,
-              global_batch: int, num_gpus: int) -> Plan:
-        """Validate against a model, a training shape and a GPU count; returns self."""
+              global_batch: int, num_gpus: int, gpus_per_node: int = 0) -> Plan:
+        """Validate against a model, a training shape and a GPU count (and the GPUs per node, where
+        known: 0 skips the node check); returns self."""
         if self.gpus != num_gpus:
             raise self._fail(f"dp*tp*pp*cp={self.gpus} != gpus={num_gpus}")
         if heads % self.tp:
@@ -330,6 +331,12 @@ class Plan:
         elif self.etp is not None and (self.tp * self.dp * self.cp) % (self.etp * self.ep):
             # Megatron's expert grid etp x ep x edp re-folds the tp x cp x dp ranks of a stage
             raise self._fail(f"etp*ep={self.etp * self.ep} must divide tp*dp*cp={self.tp * self.dp * self.cp}")
+        if experts and self.etp is not None and gpus_per_node and gpus_per_node % self.etp:
+            # an expert's tensor-parallel shards exchange every layer's activations over NVLink: Megatron's
+            # rank order puts etp innermost, so a group that does not divide the node straddles two nodes
+            fits = [d for d in range(1, gpus_per_node + 1) if gpus_per_node % d == 0]
+            raise self._fail(f"etp={self.etp} must divide the GPUs per node ({gpus_per_node}) so that expert "
+                             f"tensor-parallel groups stay inside a node; valid: {', '.join(map(str, fits))}")
         return self
 
     @property

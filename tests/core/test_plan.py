@@ -27,6 +27,8 @@ def test_valid_plan_and_derived_dp() -> None:
     (Plan(dp=16, tp=4, pp=1, ep=4), {}, "ep=4 needs a MoE model"),
     (Plan(dp=16, tp=4, pp=1, ep=3), {"experts": 8}, "experts=8 not divisible by ep=3"),
     (Plan(dp=8, tp=4, pp=1, cp=2), {"seq_len": 8190}, "seq=8190 not divisible by 2\\*cp=4"),
+    (Plan(dp=24, tp=1, pp=1, ep=8, etp=3), {"experts": 128, "global_batch": 48, "gpus_per_node": 8},
+     "etp=3 must divide the GPUs per node \\(8\\).*valid: 1, 2, 4, 8"),
 ])
 def test_invalid_plans_name_the_problem_and_all_degrees(plan, kw, msg) -> None:
     gpus = kw.pop("num_gpus", 32 if "64 != gpus" in msg else plan.gpus)
@@ -34,6 +36,12 @@ def test_invalid_plans_name_the_problem_and_all_degrees(plan, kw, msg) -> None:
         _check(plan, num_gpus=gpus, **kw)
     for degree in ("dp=", "tp=", "pp=", "vp=", "cp=", "ep=", "micro_batch="):
         assert degree in str(exc.value)
+
+
+def test_expert_tp_inside_a_node_and_on_an_nvl72_domain() -> None:
+    plan = Plan(dp=24, tp=1, pp=1, ep=8, etp=3)
+    assert _check(plan, experts=128, global_batch=48, num_gpus=24, gpus_per_node=72) is plan  # 3 divides 72
+    assert _check(plan, experts=128, global_batch=48, num_gpus=24) is plan  # GPUs per node unknown: not checked
 
 
 def test_construction_errors() -> None:

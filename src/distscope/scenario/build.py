@@ -244,7 +244,8 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster:
     )
     return plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                       experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
-                      global_batch=shape.global_batch, num_gpus=cluster.num_gpus)
+                      global_batch=shape.global_batch, num_gpus=cluster.num_gpus,
+                      gpus_per_node=cluster.gpus_per_node)
 
 
 def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Plan:

@@ -124,7 +124,8 @@ def predict_row(row: Row, profile: SystemProfile | None = None) -> RowResult:
     for plan in candidate_plans(row):
         try:
             plan.check(layers=row.spec.layers, heads=row.spec.heads, kv_heads=row.spec.kv_heads, experts=experts,
-                       seq_len=row.seq_len, global_batch=row.global_batch, num_gpus=row.num_gpus)
+                       seq_len=row.seq_len, global_batch=row.global_batch, num_gpus=row.num_gpus,
+                       gpus_per_node=row.gpus_per_node)
         except DistscopeError as exc:
             last_err = str(exc)
             continue
