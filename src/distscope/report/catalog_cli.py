@@ -20,8 +20,10 @@ def models_cmd() -> None:
     for k in model_names():
         s = get_model(k)
         moe = "" if s.moe is None else f"{s.moe.experts}e top{s.moe.top_k}" + (f" +{s.moe.shared_experts}sh" if s.moe.shared_experts else "")
+        band = s.local_attention
+        attn = s.attention.value + ("" if band is None else f", {band.layers} {band.kind.value} {band.size}")
         t.add_row(k, f"{total_params(s) / 1e9:.1f}B", f"{active_params(s) / 1e9:.1f}B", str(s.layers), str(s.hidden),
-                  f"{s.heads}/{s.kv_heads}", f"{s.ffn.value} {s.ffn_hidden}", s.attention.value, moe, str(s.vocab))
+                  f"{s.heads}/{s.kv_heads}", f"{s.ffn.value} {s.ffn_hidden}", attn, moe, str(s.vocab))
     out.print(t)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from distscope.errors import DistscopeError
+from distscope.errors import DistscopeError, warn
 from distscope.workload.spec import ModelSpec
 
 
@@ -38,3 +38,8 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int, window: int 
     if window is not None and input_len + output_len > window:
         raise DistscopeError(f"input_len + output_len = {input_len + output_len} exceeds model {spec.name}'s "
                              f"context of {window} tokens (input_len={input_len}, output_len={output_len})")
+    band = spec.local_attention
+    if band is not None and input_len + output_len > band.size:
+        warn(f"model {spec.name}: its {band.layers} {band.kind.value}-attention layers ({band.size} tokens) are served "
+             "as full attention here (KV cache and decode reads over the whole context, an over-estimate); the "
+             "training verbs price them as local")

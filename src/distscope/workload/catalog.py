@@ -10,7 +10,16 @@ from typing import Any
 
 from distscope.errors import DistscopeError, closest
 from distscope.workload.embedding import is_dlrm_ref
-from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind
+from distscope.workload.spec import (
+    FfnKind,
+    LocalAttention,
+    LocalKind,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    NormKind,
+    PositionKind,
+)
 
 
 def spec_from_dict(name: str, d: dict[str, Any]) -> ModelSpec:
@@ -26,6 +35,13 @@ def spec_from_dict(name: str, d: dict[str, Any]) -> ModelSpec:
         d["moe"] = MoESpec(**d["moe"])
     if d.get("mla"):
         d["mla"] = MLASpec(**d["mla"])
+    if d.get("local_attention"):
+        la = dict(d["local_attention"])
+        try:
+            la["kind"] = LocalKind(la["kind"])
+        except ValueError as exc:
+            raise DistscopeError(f"model {name}: local_attention.kind: {exc}") from None
+        d["local_attention"] = LocalAttention(**la)
     return ModelSpec(name=name, **d)
 
 

@@ -1,7 +1,8 @@
 """Build a ModelSpec from a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2/Qwen3, GPT-2, GPT-NeoX;
 the MoE families of 2025-26 in hf_moe.py: Qwen3-MoE, DeepSeek-V3, Kimi K2, GPT-OSS, Llama 4).
 
-Only the architecture fields are read; no weights are loaded. Qwen2's q/k/v biases (3·(h + 2·g·d) per
+Only the architecture fields are read; no weights are loaded. Sliding-window and chunked layers
+(`layer_types`, `sliding_window`, `attention_chunk_size`) become ModelSpec.local_attention. Qwen2's q/k/v biases (3·(h + 2·g·d) per
 layer, < 0.01% of parameters) are not modelled.
 
 Every field read is checked before use: a size must be a JSON integer >= 1 (an integral float such as
@@ -11,6 +12,7 @@ field is one DistscopeError line naming the file, the field and the value, never
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.userfile import read_text
 from distscope.workload.hf_moe import FAMILIES, load_moe
-from distscope.workload.spec import FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
+from distscope.workload.spec import FfnKind, LocalAttention, LocalKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 _SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gpt2", "gpt_neox", *FAMILIES, "llama4")
 # Sizes above 2**53 are not exact as floats, which is what the estimator computes in.
@@ -123,8 +125,9 @@ def load_hf_config(path: str) -> ModelSpec:
             **common, ffn=FfnKind.GELU, position=PositionKind.ROPE, norm=NormKind.LAYERNORM, bias=True,
             tied_embeddings=tied,
         )
+    local = _local_attention(cfg, path, kind, common["layers"])
     if kind in FAMILIES:
-        return load_moe(cfg, path, kind, common, tied)
+        return dataclasses.replace(load_moe(cfg, path, kind, common, tied), local_attention=local)
     moe = None
     if kind == "mixtral":
         moe = MoESpec(
@@ -133,5 +136,51 @@ def load_hf_config(path: str) -> ModelSpec:
         )
     return ModelSpec(
         **common, ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False,
-        tied_embeddings=tied, moe=moe,
+        tied_embeddings=tied, moe=moe, local_attention=local,
     )
+
+
+_LAYER_KINDS = {"full_attention": None, "sliding_attention": LocalKind.SLIDING, "chunked_attention": LocalKind.CHUNKED}
+_SIZE_FIELD = {LocalKind.SLIDING: "sliding_window", LocalKind.CHUNKED: "attention_chunk_size"}
+
+
+def _local_attention(cfg: dict[str, Any], path: str, kind: str, layers: int) -> LocalAttention | None:
+    """The layers that attend locally: transformers' `layer_types` where the file lists it, else each
+    family's own rule (the config classes' defaults): Mistral/Mixtral window every layer when
+    `sliding_window` is set; Qwen2/Qwen3(-MoE) the layers from `max_window_layers` on when
+    `use_sliding_window`; GPT-OSS every second layer from the first; Llama 4 chunks its RoPE layers
+    (`no_rope_layers` 1, by default all but every `no_rope_layer_interval`-th)."""
+    types = cfg.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or any(t not in _LAYER_KINDS for t in types):
+            raise DistscopeError(f"{path}: layer_types={_show(types)} must list one of "
+                                 f"{', '.join(_LAYER_KINDS)} for each of the {layers} layers")
+        kinds = {_LAYER_KINDS[t] for t in types} - {None}
+        if len(kinds) > 1:
+            raise DistscopeError(f"{path}: layer_types={_show(types)} mixes sliding and chunked layers; distscope "
+                                 "prices one local kind per model")
+        if not kinds:
+            return None
+        lk = kinds.pop()
+        assert lk is not None
+        return LocalAttention(kind=lk, size=_req(cfg, path, _SIZE_FIELD[lk]),
+                              layers=sum(_LAYER_KINDS[t] is lk for t in types))
+    if kind in ("mistral", "mixtral", "gpt_oss"):
+        w = _int(cfg, path, "sliding_window")
+        n = layers if kind != "gpt_oss" else (layers + 1) // 2
+        return None if w is None else LocalAttention(kind=LocalKind.SLIDING, size=w, layers=n)
+    if kind in ("qwen2", "qwen3", "qwen3_moe") and _flag(cfg, path, "use_sliding_window", False):
+        w = _req(cfg, path, "sliding_window")
+        first = 0 if cfg.get("max_window_layers") == 0 else _opt(cfg, path, "max_window_layers", layers)
+        return LocalAttention(kind=LocalKind.SLIDING, size=w, layers=layers - first) if first < layers else None
+    if kind == "llama4_text" and _int(cfg, path, "attention_chunk_size") is not None:
+        flags = cfg.get("no_rope_layers")
+        if flags:
+            if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) for f in flags):
+                raise DistscopeError(f"{path}: no_rope_layers={_show(flags)} must list 0 or 1 for each of the "
+                                     f"{layers} layers")
+            n = sum(flags)
+        else:
+            n = layers - layers // _opt(cfg, path, "no_rope_layer_interval", 4)
+        return LocalAttention(kind=LocalKind.CHUNKED, size=_req(cfg, path, "attention_chunk_size"), layers=n) if n else None
+    return None

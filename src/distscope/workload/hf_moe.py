@@ -6,9 +6,8 @@ fields (transformers' `Qwen3MoeConfig`, `DeepseekV3Config`, `GptOssConfig`, `Lla
 fields that change only the router's numerics (scoring function, bias correction, group-limited routing,
 auxiliary-loss weights, jitter) cost nothing here and are accepted. Any other field that looks like an
 MoE setting is refused in one line naming it, its value and the fields this family reads: a layout
-distscope cannot price is never guessed. What is priced approximately says so in a warning: GPT-OSS's
-sliding-window layers (priced as full attention) and Llama 4's interleaved MoE layers (the dense ones
-placed first). DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
+distscope cannot price is never guessed. What is priced approximately says so in a warning: Llama 4's
+interleaved MoE layers (the dense ones placed first). Sliding-window and chunked layers are read in hf.py. DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
 (ModelSpec.mtp_layers), priced on the last pipeline stage.
 """
 
@@ -79,9 +78,6 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
         moe = MoESpec(experts=req(cfg, path, "num_local_experts"),
                       top_k=req(cfg, path, "num_experts_per_tok", "experts_per_token"),
                       expert_ffn_hidden=common["ffn_hidden"])
-        if cfg.get("sliding_window"):
-            warn(f"{path}: sliding_window={cfg['sliding_window']} layers are priced as full causal attention "
-                 "(an over-estimate of their attention time)")
     else:  # llama4_text: every `step`-th layer is MoE (16 routed experts + 1 shared in Scout, 128 in Maverick)
         step = opt(cfg, path, "interleave_moe_layer_step", 1)
         n_moe = layers // step

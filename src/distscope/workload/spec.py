@@ -62,6 +62,42 @@ class MoESpec:
             raise DistscopeError(f"moe spec has a negative or zero size: {self}")
 
 
+class LocalKind(enum.Enum):
+    SLIDING = "sliding"  # a query attends to the `size` most recent tokens, itself included (Mistral, Gemma, GPT-OSS)
+    CHUNKED = "chunked"  # a query attends within its own `size`-token chunk (Llama 4's attention_chunk_size)
+
+
+@cached_hash
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LocalAttention:
+    """Causal attention limited to nearby keys in `layers` of the model's layers; the others attend to the
+    whole causal prefix. Hugging Face configs mark such layers in `layer_types` ("sliding_attention",
+    "chunked_attention"); FlashAttention-2/3 and cuDNN run them as a band or block-diagonal mask and skip
+    the tiles outside it, so their time follows the keys a query attends to, not the sequence."""
+
+    kind: LocalKind
+    size: int  # window or chunk, in tokens
+    layers: int
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.layers < 1:
+            raise DistscopeError(f"local attention: size={self.size} and layers={self.layers} must be >= 1")
+
+    def keys_per_query(self, s: int) -> float:
+        """Mean keys a query attends to over a causal sequence of `s` tokens. Query i (0-based) sees
+        min(i + 1, w) keys under a window of w, and (i mod c) + 1 under chunks of c:
+            sliding: (w(w + 1)/2 + (s − w)·w) / s  for s > w
+            chunked: (n·c(c + 1)/2 + r(r + 1)/2) / s  with s = n·c + r
+        and the causal prefix's (s + 1)/2 when the sequence fits in one window or chunk."""
+        w = self.size
+        if s <= w:
+            return (s + 1) / 2
+        if self.kind is LocalKind.SLIDING:
+            return (w * (w + 1) / 2 + (s - w) * w) / s
+        n, r = divmod(s, w)
+        return (n * w * (w + 1) / 2 + r * (r + 1) / 2) / s
+
+
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MLASpec:
@@ -98,6 +134,7 @@ class ModelSpec:
     # num_nextn_predict_layers): each module is a projection of [norm(h); norm(embedding)] (2h -> h), one
     # more transformer layer of the last layer's kind and another pass through the shared output head
     mtp_layers: int = 0
+    local_attention: LocalAttention | None = None  # sliding-window or chunked layers (None: all layers full)
     official_params: float = 0.0  # published total parameter count, for tests
     official_params_precision: float = 0.0  # the published figure's rounding unit (e.g. 0.1e9 for "1.7B")
     source: str = ""
@@ -114,6 +151,9 @@ class ModelSpec:
             raise DistscopeError(f"model {self.name}: hidden={self.hidden} not divisible by heads={self.heads}")
         if self.mtp_layers < 0:
             raise DistscopeError(f"model {self.name}: mtp_layers={self.mtp_layers} must be >= 0")
+        if self.local_attention is not None and self.local_attention.layers > self.layers:
+            raise DistscopeError(f"model {self.name}: local_attention.layers={self.local_attention.layers} exceeds "
+                                 f"layers={self.layers}")
         if self.position is PositionKind.LEARNED and self.max_positions < 1:
             raise DistscopeError(f"model {self.name}: learned positions need max_positions >= 1")
 
