@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from distscope.dtypes import Precision
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.memory import activation_bytes_per_layer
@@ -44,3 +46,32 @@ def test_head_input_memory() -> None:
     assert mg.head_input_bytes(8.0, 2.0, 8, True) == 2.0 * 2.0
     assert tt.head_input_bytes(8.0, 2.0, 8, True) == 2.0 + 16.0
     assert mg.head_input_bytes(8.0, 2.0, 8, False) == tt.head_input_bytes(8.0, 2.0, 8, False) == 32.0
+
+
+def test_fused_cross_entropy_holds_the_logits_alone() -> None:
+    """Megatron-Bridge's performance recipes run Transformer Engine's fused cross entropy: the last
+    stage holds the bf16 logits (2 bytes each) instead of Megatron's 2 + 4 held and 4 at the peak. Its
+    Qwen3-30B-A3B H100 FP8 recipe (PP2 VP24 EP8, micro-batch 2, no recompute, 16 GPUs) ran on 80 GB;
+    with the 10-byte loss the same plan did not fit."""
+    import dataclasses
+
+    from distscope.model.estimate import estimate
+    from distscope.plan import Dim, Schedule
+    from distscope.scenario.build import build_cluster
+    from distscope.scenario.flags import SystemFlags
+    from distscope.software.presets import get_software
+    from distscope.workload.training import TrainingShape
+
+    spec = get_model("qwen3-30b-a3b")
+    shape = TrainingShape(seq_len=4096, global_batch=512)
+    plan = Plan(dp=8, pp=2, vp=24, ep=8, micro_batch=2, recompute=Recompute.NONE, precision=Precision.FP8_CURRENT,
+                schedule=Schedule.INTERLEAVED,
+                distributed_optimizer=True, overlap=frozenset({Dim.DP, Dim.PP}))
+    cluster = build_cluster(SystemFlags(cluster="dgx-h100", gpus=16))
+    mb = get_software("megatron-bridge-2025")
+    assert mb.fused_cross_entropy
+    fused = estimate(spec, shape, cluster, plan, software=mb)
+    plain = estimate(spec, shape, cluster, plan, software=dataclasses.replace(mb, fused_cross_entropy=False))
+    logits = 2 * 4096 * spec.vocab
+    assert plain.memory.activations_bytes - fused.memory.activations_bytes == pytest.approx(logits * (10 - 2))
+    assert fused.feasible and not plain.feasible

@@ -93,9 +93,18 @@ def test_replicas_and_router() -> None:
                  lengths=LengthDist.EXPONENTIAL)
     one = simulate(sv.replica, w, replicas=1).metrics
     four = simulate(sv.replica, w, replicas=4).metrics
-    ll = simulate(sv.replica, w, replicas=4, router=Router.LEAST_LOADED).metrics
     assert four["ttft_s_p90"] < one["ttft_s_p90"] and four["throughput_out_tok_s"] > one["throughput_out_tok_s"]
-    assert ll["ttft_s_p99"] <= 1.05 * four["ttft_s_p99"]
+    # One draw's p99 moves a few percent with any change to the step model (seeds 0-5: least-loaded over
+    # round-robin 0.99-1.06), so the tail is compared over three draws. Least-loaded counts outstanding
+    # requests, mostly long decodes, and can send consecutive arrivals to one replica: its median TTFT
+    # runs 8-16% above round-robin's here, its tail not more than 5% above.
+    ratios = []
+    for seed in range(3):
+        ws = dataclasses.replace(w, seed=seed)
+        rr = simulate(sv.replica, ws, replicas=4).metrics
+        ll = simulate(sv.replica, ws, replicas=4, router=Router.LEAST_LOADED).metrics
+        ratios.append(ll["ttft_s_p99"] / rr["ttft_s_p99"])
+    assert sum(ratios) / len(ratios) <= 1.05
 
 
 def test_disaggregated_pools_hold_tpot_under_long_prompts() -> None:

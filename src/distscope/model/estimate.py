@@ -854,7 +854,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         dp_tot = max(dp_tot, stage_dp_tot)
         dp_exp = max(dp_exp, stage_dp_exp)
         # --- memory of this stage ---
-        mem = _stage_memory(spec, sl, dense_p, expert_p, first, last, plan, b, s, m, at)
+        mem = _stage_memory(spec, sl, dense_p, expert_p, first, last, plan, b, s, m, at, sw.fused_cross_entropy)
         if mem_worst is None or mem.total_bytes > mem_worst.total_bytes:
             mem_worst = mem
 
@@ -946,7 +946,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
 
 def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: float, first: bool, last: bool,
-                  plan: Plan, b: int, s: int, m: int, stage: int = 0) -> Memory:
+                  plan: Plan, b: int, s: int, m: int, stage: int = 0, fused_loss: bool = False) -> Memory:
     e = plan.precision.activation_dtype.bytes
     dpc = plan.dp * plan.cp
     edp = plan.expert_dp
@@ -984,7 +984,8 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     act = per_mb * held + wonly * held_w
     T = b * s / plan.cp
     logits = T * spec.vocab / plan.tp
-    loss_held, loss_peak = fm.loss_bytes(logits, e, plan.tp)
+    # a fused loss (SoftwareProfile.fused_cross_entropy) keeps only the logits, its gradient written into them
+    loss_held, loss_peak = (logits * e, 0.0) if fused_loss else fm.loss_bytes(logits, e, plan.tp)
     if last:  # the loss's logits copies held through the last stage's backward (framework_memory.py)
         act += loss_held + fm.head_input_bytes(T * spec.hidden, e, plan.tp, plan.sp)
         if fm.pipeline_keeps_outputs and plan.pp > 1:

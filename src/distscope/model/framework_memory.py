@@ -14,6 +14,9 @@ the same date:
   `_log_softmax`), forward also holds the shifted logits and their exponential: e + 12 bytes.
   Megatron's vocab-parallel cross entropy works in place on one fp32 copy: distscope holds
   e + 4 bytes per logit through the last stage's backward and adds a 4-byte fp32 gradient at its peak.
+  A stack running Transformer Engine's fused cross entropy (SoftwareProfile.fused_cross_entropy;
+  transformer_engine/pytorch/cross_entropy.py @ v2.9: the forward's Triton kernel writes the gradient
+  into the logits, which it saves; backward scales them in place) holds the e-byte logits alone.
 - FSDP2 (torch.distributed.fsdp `fully_shard` with MixedPrecisionPolicy(param_dtype=bf16)): the
   sharded parameters are fp32 and are Adam's master copy (4 + 8 bytes per sharded parameter, where
   Megatron-FSDP keeps a bf16 shard beside the fp32 main parameters); the root module (embedding,

@@ -58,6 +58,10 @@ class SoftwareProfile:
     # move FP8, the reduce-scatters stay BF16 (torchao Float8ColwiseParallel / Float8RowwiseParallel)
     fp8_tp_all_gather: bool = False
     fp8_attention: bool = False  # attention in FP8 (TE fp8_dpa); otherwise BF16
+    # Transformer Engine's parallel_cross_entropy (Megatron --cross-entropy-fusion-impl te): its forward
+    # kernel writes the loss gradient into the logits in place and saves them, so the last stage holds
+    # the activation-dtype logits alone, with no fp32 copy (model/framework_memory.py)
+    fused_cross_entropy: bool = False
     step_overhead_s: float = 0.0  # per-step fixed cost the source's timing includes beyond the model
     kernels: KernelStack = KernelStack.FUSED  # priced at efficiency.PYTORCH_STACK when PYTORCH
     plan: PlanDefaults = PlanDefaults()  # the plan choices the stack makes when not told
