@@ -97,6 +97,8 @@ def test_hf_local_layers(tmp_path) -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     ({"layer_types": ["sliding_attention"] * 31}, "layer_types=.* for each of the 32 layers"),
     ({"layer_types": ["linear_attention"] * 32}, "layer_types=.* must list one of full_attention"),
+    ({"layer_types": [["sliding_attention"]] * 32}, "layer_types=.* must list one of full_attention"),
+    ({"model_type": "llama4_text", "attention_chunk_size": 8192, "no_rope_layers": [2] * 32}, "no_rope_layers="),
     ({"sliding_window": -4}, "sliding_window=-4 must be an integer"),
     ({"layer_types": ["sliding_attention"] * 16 + ["chunked_attention"] * 16, "attention_chunk_size": 8},
      "mixes sliding and chunked"),

@@ -152,7 +152,7 @@ def _local_attention(cfg: dict[str, Any], path: str, kind: str, layers: int) -> 
     (`no_rope_layers` 1, by default all but every `no_rope_layer_interval`-th)."""
     types = cfg.get("layer_types")
     if types is not None:
-        if not isinstance(types, list) or len(types) != layers or any(t not in _LAYER_KINDS for t in types):
+        if not isinstance(types, list) or len(types) != layers or any(not isinstance(t, str) or t not in _LAYER_KINDS for t in types):
             raise DistscopeError(f"{path}: layer_types={_show(types)} must list one of "
                                  f"{', '.join(_LAYER_KINDS)} for each of the {layers} layers")
         kinds = {_LAYER_KINDS[t] for t in types} - {None}
