@@ -37,6 +37,7 @@ def test_framework_loss_memory() -> None:
     assert tt.loss_bytes(1.0, 2.0, 8) == (0.0, 14.0)
     assert mg.loss_bytes(1.0, 2.0, 1) == (6.0, 4.0) == mg.loss_bytes(1.0, 2.0, 8)
     assert FRAMEWORK_MEMORY[Framework.ANY] is mg
+    assert mg.loss_bytes(1.0, 2.0, 8, fused=True) == tt.loss_bytes(1.0, 2.0, 8, fused=True) == (2.0, 0.0)
 
 
 def test_head_input_memory() -> None:

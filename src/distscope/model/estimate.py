@@ -984,8 +984,7 @@ def _stage_memory(spec: ModelSpec, sl: StageLayers, dense_p: float, expert_p: fl
     act = per_mb * held + wonly * held_w
     T = b * s / plan.cp
     logits = T * spec.vocab / plan.tp
-    # a fused loss (SoftwareProfile.fused_cross_entropy) keeps only the logits, its gradient written into them
-    loss_held, loss_peak = (logits * e, 0.0) if fused_loss else fm.loss_bytes(logits, e, plan.tp)
+    loss_held, loss_peak = fm.loss_bytes(logits, e, plan.tp, fused_loss)
     if last:  # the loss's logits copies held through the last stage's backward (framework_memory.py)
         act += loss_held + fm.head_input_bytes(T * spec.hidden, e, plan.tp, plan.sp)
         if fm.pipeline_keeps_outputs and plan.pp > 1:

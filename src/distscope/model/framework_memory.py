@@ -60,8 +60,11 @@ class FrameworkMemory:
         r = 1.0 / tp if sp else 1.0
         return tokens_hidden * e * (r + (1.0 if self.head_saves_gathered_input or not sp else r))
 
-    def loss_bytes(self, logits: float, e: float, tp: int) -> tuple[float, float]:
-        """(held, transient peak) bytes of the loss for `logits` local logits of e-byte activations."""
+    def loss_bytes(self, logits: float, e: float, tp: int, fused: bool = False) -> tuple[float, float]:
+        """(held, transient peak) bytes of the loss for `logits` local logits of e-byte activations; `fused`:
+        Transformer Engine's fused cross entropy (SoftwareProfile.fused_cross_entropy), the logits alone."""
+        if fused:
+            return logits * e, 0.0
         held = logits * (self.loss_held_act * e + self.loss_held_fp32 * 4)
         act = self.loss_peak_act + (self.loss_parallel_peak_act if tp > 1 else 0)
         return held, logits * (act * e + self.loss_peak_fp32 * 4)
