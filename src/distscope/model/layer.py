@@ -161,14 +161,14 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     attn_dtype = gemm_dtype if fp8_attention else act_dtype
     band = spec.local_attention if spec.local_attention is not None and s > spec.local_attention.size else None
+    share = band.layers / spec.layers if band is not None else 0.0  # the layer cost is the mean over the layers
     if band is not None:  # its layers' share of the model FLOPs counts the keys their queries attend to
-        core_flops *= 1.0 - band.layers / spec.layers * (1.0 - band.keys_per_query(s) / ((s + 1) / 2))
+        core_flops *= 1.0 - share * (1.0 - band.keys_per_query(s) / ((s + 1) / 2))
     if attention.fused:
         # causal: the masked half of the s² tiles is skipped; the kernel's measured forward/backward speed
         attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, attn_dtype, b * a_l, s_q, s, d_qk, d_v,
                                                        kernel=attention.kernel)
-        if band is not None:  # the layer cost is the mean over the model's layers
-            share = band.layers / spec.layers
+        if band is not None:
             lf, lb = local_attention_s(band, device, attn_dtype, b * a_l, s_q, s, d_qk, d_v, attention.kernel)
             attn_fwd_s, attn_bwd_s = attn_fwd_s + share * (lf - attn_fwd_s), attn_bwd_s + share * (lb - attn_bwd_s)
         softmax_bytes = 0.0

@@ -7,7 +7,8 @@ fields that change only the router's numerics (scoring function, bias correction
 auxiliary-loss weights, jitter) cost nothing here and are accepted. Any other field that looks like an
 MoE setting is refused in one line naming it, its value and the fields this family reads: a layout
 distscope cannot price is never guessed. What is priced approximately says so in a warning: Llama 4's
-interleaved MoE layers (the dense ones placed first). Sliding-window and chunked layers are read in hf.py. DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
+interleaved MoE layers (the dense ones placed first). Sliding-window and chunked layers are read in
+hf.py. DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
 (ModelSpec.mtp_layers), priced on the last pipeline stage.
 """
 
