@@ -482,7 +482,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
 
     # (seconds, codec seconds) of the two points: the codec (quantize + dequantize of a compressed point)
     # is compute, never hidden
-    tp_points = {moe: (tp_point(ag), tp_point(1.0 if moe else ag)) for moe in costs}
+    # a hybrid layer (spec.linear_mixer) has attention_share + linear_share mixer points, each one of D
+    mixers = spec.attention_share + spec.linear_share
+    mix_t, mix_codec = tp_point(ag)
+    tp_points = {moe: ((mix_t * mixers, mix_codec * mixers), tp_point(1.0 if moe else ag)) for moe in costs}
     # per-op selective recompute re-runs a layer's two sequence-parallel all-gathers (its reduce-scatter
     # outputs are saved, op_sac.py)
     tp_regather: dict[bool, tuple[float, float]] = {}

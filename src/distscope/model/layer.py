@@ -21,12 +21,13 @@ Backward costs 2x forward for GEMMs and element-wise kernels; fused attention ba
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import math
 
 from distscope.dtypes import DType, Precision, Scaling
 from distscope.model import efficiency as eff
-from distscope.model import fp8, kernel_data, op_sac
+from distscope.model import fp8, kernel_data, linear_mixer, op_sac
 from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
@@ -68,12 +69,39 @@ class LayerCost:
             other_recompute_s=self.other_recompute_s * (1 + k))
 
 
+class Mixer(enum.Enum):
+    """The token mixer a layer's cost is priced with (layer_cost blends them for hybrid models)."""
+
+    ATTENTION = "attention"
+    LINEAR = "linear"  # the spec's LinearMixer (model/linear_mixer.py)
+    NONE = "none"  # an FFN block alone
+
+
 @functools.lru_cache(maxsize=65536)
 def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
                attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
                etp: int = 0, routed_frac: float = 1.0, fp8_attention: bool = False,
                scaling: Scaling = Scaling.NONE, ep: int = 0) -> LayerCost:
-    """`etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the routed tokens the busiest
+    """One layer (`_mixer_layer_cost`). A hybrid model (spec.linear_mixer) has a attention mixers and m
+    linear ones per layer (spec.attention_share, spec.linear_share), so its mean layer is
+        a·C(attention + FFN) + m·C(linear + FFN) + (1 − a − m)·C(FFN)
+    (every LayerCost term is a sum over kernels, so the blend is exact for the mean; 1 − a − m < 0 when
+    blocks hold one mixer or one FFN each and mixers outnumber FFNs, as in Nemotron-H)."""
+    args = (spec, moe_layer, b, s, tp, cp, sp, attention, recompute, precision, device, etp, routed_frac,
+            fp8_attention, scaling, ep)
+    if spec.linear_mixer is None:
+        return _mixer_layer_cost(*args, Mixer.ATTENTION)
+    a, m = spec.attention_share, spec.linear_share
+    parts = ((a, Mixer.ATTENTION), (m, Mixer.LINEAR), (1.0 - a - m, Mixer.NONE))
+    costs = [(w, _mixer_layer_cost(*args, mixer)) for w, mixer in parts if w != 0.0]
+    return LayerCost(**{f.name: sum(w * getattr(c, f.name) for w, c in costs) for f in dataclasses.fields(LayerCost)})
+
+
+def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: int, sp: bool,
+                      attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
+                      etp: int, routed_frac: float, fp8_attention: bool, scaling: Scaling, ep: int,
+                      mixer: Mixer) -> LayerCost:
+    """`mixer`: the layer's token mixer (the FFN or MoE block is the same under each). `etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the routed tokens the busiest
     expert-parallel rank processes over the balanced share (model/routing.routed_load: the routing
     imbalance, capped by a capacity factor; below 1 tokens are dropped). Under a low-precision recipe the linear
     layers run FP8/FP4 GEMMs with Transformer Engine's quantization passes for `scaling` (model/fp8.py,
@@ -98,7 +126,13 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     # linear layers (M, N, K, input comes from a norm/activation TE fuses the FP8 cast into)
     gemms: list[fp8.Linear] = []
     router: list[tuple[float, float, float]] = []  # GEMMs that stay in the activation dtype
-    if spec.mla is not None:
+    if mixer is Mixer.LINEAR:
+        assert spec.linear_mixer is not None
+        gemms += linear_mixer.gemms(spec.linear_mixer, T, h, tp)
+        d_qk = d_v = spec.dhead
+    elif mixer is Mixer.NONE:
+        d_qk = d_v = spec.dhead
+    elif spec.mla is not None:
         m = spec.mla
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
         gemms += [(T, m.q_lora_rank, h, True), (T, a_l * d_qk, m.q_lora_rank, True),
@@ -106,7 +140,8 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
                   (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank, True), (T, h, a_l * d_v, False)]
     else:
         d_qk = d_v = spec.dhead
-        gemms += [(T, (a_l + 2 * g_l) * d_qk, h, True), (T, h, a_l * d_v, False)]
+        q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate doubles q_proj (params.py)
+        gemms += [(T, (q_l + 2 * g_l) * d_qk, h, True), (T, h, a_l * d_v, False)]
     act_mult = 3 if spec.ffn is FfnKind.SWIGLU else 2
     up = 2 if spec.ffn is FfnKind.SWIGLU else 1
     M_e = fe_e = 0.0  # routed tokens and expert width on this rank (MoE layers)
@@ -154,17 +189,27 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     gemm_flops = (sum(2.0 * M * N * K * (useful if i in routed_at else 1.0) for i, (M, N, K, _) in enumerate(gemms))
                   + sum(2.0 * M * N * K for M, N, K in router))
 
-    core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v)
+    core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v) if mixer is Mixer.ATTENTION else 0.0
     dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
     el_bytes = T_el * h * (2 * 2 * e + 2 * ((3 * e + 1) if dropout else 3 * e)) + act_bytes
-    if spec.position is PositionKind.ROPE:
+    if spec.position is PositionKind.ROPE and mixer is Mixer.ATTENTION:
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
+    if spec.attention_gate and mixer is Mixer.ATTENTION:  # sigmoid(gate) · output: read both, write one
+        el_bytes += 3 * T * a_l * d_v * e
     attn_dtype = gemm_dtype if fp8_attention else act_dtype
     band = spec.local_attention if spec.local_attention is not None and s > spec.local_attention.size else None
     share = band.layers / spec.layers if band is not None else 0.0  # the layer cost is the mean over the layers
     if band is not None:  # its layers' share of the model FLOPs counts the keys their queries attend to
         core_flops *= 1.0 - share * (1.0 - band.keys_per_query(s) / ((s + 1) / 2))
-    if attention.fused:
+    if mixer is not Mixer.ATTENTION:
+        attn_fwd_s = attn_bwd_s = softmax_bytes = 0.0
+        if mixer is Mixer.LINEAR:
+            lm = spec.linear_mixer
+            assert lm is not None
+            core_flops = linear_mixer.scan_flops(lm, T, tp)
+            attn_fwd_s, attn_bwd_s = linear_mixer.scan_s(lm, device, act_dtype, T, tp, attention.kernel)
+            el_bytes += linear_mixer.elementwise_bytes(lm, T, tp, e)
+    elif attention.fused:
         # causal: the masked half of the s² tiles is skipped; the kernel's measured forward/backward speed
         attn_fwd_s, attn_bwd_s = eff.flash_attention_s(device, attn_dtype, b * a_l, s_q, s, d_qk, d_v,
                                                        kernel=attention.kernel)

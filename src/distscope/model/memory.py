@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from distscope.model import op_sac
+from distscope.model import linear_mixer, op_sac
 from distscope.model.routing import routed_load
 from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
@@ -68,13 +68,28 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     h = spec.hidden
     if rc is Recompute.FULL:
         return e * T * h * r
+    attn, mix, ffn = _saved_parts(spec, moe_layer, T, s, plan, rc)
+    a, m = spec.attention_share, spec.linear_share
     if rc is Recompute.SELECTIVE_OP:
         M_e = fe_e = 0.0
         if moe_layer:
             assert spec.moe is not None
             M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed_load(spec, plan, T)
             fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
-        return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
+        sac = op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
+        return sac + (a - 1.0) * attn + m * mix  # a hybrid's mixers trade op_sac's attention for their own
+    return a * attn + m * mix + ffn
+
+
+def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
+                 rc: Recompute) -> tuple[float, float, float]:
+    """What an attention mixer, a linear mixer (model/linear_mixer.py) and the FFN block keep, each with
+    its norm's input and its first GEMM's input (module docstring); a layer holds one of each unless a
+    hybrid (layer = attention_share·attention + linear_share·linear + FFN)."""
+    e = plan.precision.activation_dtype.bytes
+    tp = plan.tp
+    r = 1.0 / tp if plan.sp else 1.0
+    h = spec.hidden
     gi = plan.precision.gemm_dtype.bytes  # bytes of a saved GEMM input
     a_l = spec.heads / tp
     g_l = max(spec.kv_heads // tp, 1)
@@ -92,14 +107,18 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
         ffn += T * spec.moe.expert_ffn_hidden / tp * (e * up + gi) * spec.moe.shared_experts
     else:
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
-    lin = T * h * r * (2 * e + 2 * gi + 2 * mask) + e * T * (a_l + 2 * g_l) * d + gi * T * a_l * d + ffn
+    q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate's half of q_proj is kept too
+    block_in = T * h * r * (e + gi)  # a block's norm input and its first GEMM's input
     if plan.attention.fused:
         core = 4.0 * T * a_l
     elif rc is Recompute.SELECTIVE:
         core = 0.0
     else:
         core = T * a_l * s * ((2 * e + 1) if mask else e)
-    return lin + core
+    attn = block_in + T * h * r * mask + e * T * (q_l + 2 * g_l) * d + gi * T * a_l * d + core
+    lm = spec.linear_mixer
+    mix = 0.0 if lm is None else block_in + linear_mixer.activation_bytes(lm, T, tp, e, gi)
+    return attn, mix, block_in + T * h * r * mask + ffn
 
 
 def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int, plan: Plan) -> float:
@@ -112,7 +131,9 @@ def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int
     tp = plan.tp
     T = b * s / plan.cp
     r = 1.0 / tp if plan.sp else 1.0
-    lin = gi * T * (2 * spec.hidden * r + spec.heads / tp * spec.dhead)
+    a, m = spec.attention_share, spec.linear_share  # a hybrid's mixers (LinearMixer): in_proj and out_proj inputs
+    width = spec.linear_mixer.width / tp if spec.linear_mixer is not None else 0.0
+    lin = gi * T * ((1 + a + m) * spec.hidden * r + a * spec.heads / tp * spec.dhead + m * width)
     if moe_layer:
         assert spec.moe is not None
         moe = spec.moe

@@ -22,6 +22,8 @@ def models_cmd() -> None:
         moe = "" if s.moe is None else f"{s.moe.experts}e top{s.moe.top_k}" + (f" +{s.moe.shared_experts}sh" if s.moe.shared_experts else "")
         band = s.local_attention
         attn = s.attention.value + ("" if band is None else f", {band.layers} {band.kind.value} {band.size}")
+        if (lm := s.linear_mixer) is not None:  # a hybrid: how many mixers of each kind
+            attn = f"{lm.attention_layers} {s.attention.value} + {lm.layers} {lm.kind.value}"
         t.add_row(k, f"{total_params(s) / 1e9:.1f}B", f"{active_params(s) / 1e9:.1f}B", str(s.layers), str(s.hidden),
                   f"{s.heads}/{s.kv_heads}", f"{s.ffn.value} {s.ffn_hidden}", attn, moe, str(s.vocab))
     out.print(t)

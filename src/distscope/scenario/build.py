@@ -120,6 +120,10 @@ def check_seq(spec: ModelSpec, seq: int) -> None:
     if spec.position is PositionKind.LEARNED and seq > spec.max_positions:
         raise DistscopeError(f"--seq={seq} exceeds model {spec.name}'s learned position table "
                              f"({spec.max_positions} positions); use --seq {spec.max_positions} or less")
+    if (lm := spec.linear_mixer) is not None:
+        from distscope.model.linear_mixer import MISSING
+
+        warn(f"model {spec.name}: " + MISSING.format(kind=lm.kind.value, chunk=lm.chunk))
     if spec.max_positions and seq > spec.max_positions:  # the catalog's (or config.json's) context window
         warn(f"--seq={seq} is beyond model {spec.name}'s context of {spec.max_positions} tokens "
              f"({seq / spec.max_positions:.0f}x); predicted as if it ran")
@@ -242,10 +246,12 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster:
         framework=fw, reshard_after_forward=reshard,
         compression=parse_compression_config(flags.compress) if flags.compress else None,
     )
-    return plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
-                      experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
-                      global_batch=shape.global_batch, num_gpus=cluster.num_gpus,
-                      gpus_per_node=cluster.gpus_per_node)
+    plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
+               experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
+               global_batch=shape.global_batch, num_gpus=cluster.num_gpus, gpus_per_node=cluster.gpus_per_node)
+    if spec.linear_mixer is not None and (why := spec.linear_mixer.refusal(plan.tp, plan.cp)):
+        raise DistscopeError(f"invalid plan: {why} [plan: {plan.degrees()}]")
+    return plan
 
 
 def plan_on(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Plan:

@@ -70,6 +70,11 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
                        "with pp > 1, an interleaved schedule")
         if plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.capacity_factor is not None:
             out.append("Megatron's DeepEP dispatcher (--moe-token-dispatcher-type flex) is dropless: no capacity factor")
+        if spec.linear_mixer is not None and spec.attention_share + spec.linear_share != 1.0:
+            # Megatron's hybrid (pretrain_mamba.py) counts blocks, one mixer or one FFN each, in --num-layers,
+            # its pipeline split and its recompute; distscope's layers are the FFN blocks (workload/spec.py)
+            out.append("distscope does not emit Megatron's hybrid-block arguments (--hybrid-override-pattern; "
+                       "--num-layers counts mixer and FFN blocks) for a model whose mixers and FFNs are separate blocks")
     elif fw is Framework.TORCHTITAN:
         if spec.name not in TORCHTITAN_MODELS:
             out.append(f"torchtitan has no model definition for {spec.name}")

@@ -143,13 +143,15 @@ class Layout:
 def tp_values(space: SearchSpace, spec: ModelSpec, cluster: Cluster) -> list[int]:
     cap = space.max_tp or cluster.gpus_per_node
     vals = space.tp or tuple(_divisors(cluster.num_gpus, cap))
+    lm = spec.linear_mixer
     return [t for t in vals if t <= cap and cluster.num_gpus % t == 0 and spec.heads % t == 0
-            and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0)]
+            and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0) and (lm is None or lm.refusal(t, 1) is None)]
 
 
-def cp_values(space: SearchSpace, shape: TrainingShape, rest: int) -> list[int]:
+def cp_values(space: SearchSpace, shape: TrainingShape, rest: int, spec: ModelSpec | None = None) -> list[int]:
     vals = space.cp or tuple(_divisors(rest, space.max_cp))
-    return [c for c in vals if rest % c == 0 and (c == 1 or shape.seq_len % (2 * c) == 0)]
+    top = 1 if spec is not None and spec.linear_mixer is not None else rest  # no CP over a recurrence (LinearMixer)
+    return [c for c in vals if rest % c == 0 and c <= top and (c == 1 or shape.seq_len % (2 * c) == 0)]
 
 
 def pp_values(space: SearchSpace, spec: ModelSpec, rest: int) -> list[int]:
@@ -173,7 +175,7 @@ def ep_values(space: SearchSpace, spec: ModelSpec, dp_cp: int) -> list[int]:
 def layouts(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, cluster: Cluster) -> Iterator[Layout]:
     n = cluster.num_gpus
     for tp in tp_values(space, spec, cluster):
-        for cp in cp_values(space, shape, n // tp):
+        for cp in cp_values(space, shape, n // tp, spec):
             for pp in pp_values(space, spec, n // (tp * cp)):
                 dp = n // (tp * cp * pp)
                 if shape.global_batch % dp:
@@ -209,7 +211,7 @@ def why_no_layout(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, clu
     if not tps:
         return (f"no tensor-parallel degree works: tp must divide heads={spec.heads} and gpus={n}, match "
                 f"kv_heads={spec.kv_heads}, and be <= {space.max_tp or cluster.gpus_per_node} (--max-tp)")
-    dps = [n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t)
+    dps = [n // (t * c * p) for t in tps for c in cp_values(space, shape, n // t, spec)
            for p in pp_values(space, spec, n // (t * c))]
     if not dps:
         return (f"no (tp, cp, pp) combination divides gpus={n}: tp in {tps}, "
@@ -281,7 +283,7 @@ def why_not_in_space(space: SearchSpace, spec: ModelSpec, shape: TrainingShape, 
         (plan.attention is space.attention, f"attention={plan.attention.value}"),
         (plan.overlap <= space.overlap, f"overlap={sorted(d.value for d in plan.overlap)}"),
         (plan.tp in tp_values(space, spec, cluster), f"tp={plan.tp}"),
-        (n % plan.tp == 0 and plan.cp in cp_values(space, shape, n // plan.tp), f"cp={plan.cp}"),
+        (n % plan.tp == 0 and plan.cp in cp_values(space, shape, n // plan.tp, spec), f"cp={plan.cp}"),
         (plan.pp in pp_values(space, spec, n // (plan.tp * plan.cp)), f"pp={plan.pp}"),
         (plan.vp in vp_values(space, spec, plan.pp), f"vp={plan.vp}"),
         (plan.schedule in space.schedules or plan.schedule is Schedule.GPIPE, f"schedule={plan.schedule.value}"),

@@ -29,6 +29,10 @@ def context_len(spec: ModelSpec, model_arg: str = "") -> int | None:
 
 
 def check_lengths(spec: ModelSpec, input_len: int, output_len: int, window: int | None) -> None:
+    if spec.linear_mixer is not None:
+        lm = spec.linear_mixer
+        raise DistscopeError(f"model {spec.name}: serving its {lm.layers} {lm.kind.value} layers is not modelled (a "
+                             "fixed recurrent state replaces their KV cache); `distscope estimate` and `plan` price their training")
     if input_len < 1:
         raise DistscopeError(f"input_len={input_len} must be >= 1")
     if output_len < 1:

@@ -12,8 +12,10 @@ from distscope.errors import DistscopeError, closest
 from distscope.workload.embedding import is_dlrm_ref
 from distscope.workload.spec import (
     FfnKind,
+    LinearMixer,
     LocalAttention,
     LocalKind,
+    MixerKind,
     MLASpec,
     ModelSpec,
     MoESpec,
@@ -42,6 +44,14 @@ def spec_from_dict(name: str, d: dict[str, Any]) -> ModelSpec:
         except ValueError as exc:
             raise DistscopeError(f"model {name}: local_attention.kind: {exc}") from None
         d["local_attention"] = LocalAttention(**la)
+    if d.get("linear_mixer"):
+        lm = dict(d["linear_mixer"])
+        try:
+            lm["kind"] = MixerKind(lm["kind"])
+        except ValueError as exc:
+            raise DistscopeError(f"model {name}: linear_mixer.kind: {exc}; valid: "
+                                 f"{', '.join(k.value for k in MixerKind)}") from None
+        d["linear_mixer"] = LinearMixer(**lm)
     return ModelSpec(name=name, **d)
 
 

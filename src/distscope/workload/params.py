@@ -5,13 +5,22 @@ Per layer (h hidden, d head dim, a heads, g kv heads, f FFN hidden):
   MLA        h·q_r + q_r·a·(d_nope+d_rope) + h·(kv_r+d_rope) + kv_r·a·(d_nope+d_v) + a·d_v·h + norms
   FFN        2·h·f (GELU, squared ReLU) or 3·h·f (SwiGLU)         (+ biases)
   norms      2 per layer, 2h (LayerNorm) or h (RMSNorm)
+  output gate  h·a·d more in q (Qwen3-Next's attn_output_gate)
+Linear mixers (hybrid models, spec.linear_mixer; W = heads·head_dim, K = key_heads·key_dim, c the conv kernel):
+  Mamba-2 (mamba_ssm / Megatron MambaMixer)  in_proj h·(2W + 2K + heads) (z, x, B, C, dt), depthwise conv
+               (W + 2K)·(c + 1) with bias, dt_bias, A_log and D (heads each), gated norm W, out_proj W·h
+  Gated DeltaNet (HF Qwen3NextGatedDeltaNet)  in_proj h·(2K + 2W) (q, k, v, z) and h·2·heads (b, a), conv
+               (2K + W)·c without bias, dt_bias and A_log (heads each), gated norm head_dim, out_proj W·h
+  A layer's mixer params are the mean over its mixers (attention_layers attention, layers linear), each
+  mixer with its own norm, so a model whose blocks hold one mixer or one FFN each (Nemotron-H) counts
+  one norm per block.
 Embedding V·h, learned positions P·h, LM head V·h unless tied, final norm.
 For GPT this reproduces Narayanan et al. 2021, eq. 2: P = 12lh²(1 + 13/(12h) + (V+s)/(12lh)).
 """
 
 from __future__ import annotations
 
-from distscope.workload.spec import FfnKind, ModelSpec, NormKind
+from distscope.workload.spec import FfnKind, MixerKind, ModelSpec, NormKind
 
 
 def norm_params(spec: ModelSpec) -> int:
@@ -31,9 +40,28 @@ def attention_params(spec: ModelSpec) -> int:
             + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
             + a * m.v_head_dim * h
         )
-    weights = h * a * d + 2 * h * g * d + a * d * h
+    weights = h * a * d * (2 if spec.attention_gate else 1) + 2 * h * g * d + a * d * h
     biases = (a * d + 2 * g * d + h) if spec.bias else 0
     return weights + biases
+
+
+def linear_mixer_params(spec: ModelSpec) -> int:
+    """One linear-recurrence mixer's weights (module docstring), without its norm."""
+    m = spec.linear_mixer
+    assert m is not None
+    h, W, K, c = spec.hidden, m.width, m.key_width, m.conv_kernel
+    if m.kind is MixerKind.MAMBA2:
+        return h * (2 * W + 2 * K + m.heads) + (W + 2 * K) * (c + 1) + 3 * m.heads + W + W * h
+    return h * (2 * K + 2 * W) + h * 2 * m.heads + (2 * K + W) * c + 2 * m.heads + m.head_dim + W * h
+
+
+def mixer_params(spec: ModelSpec) -> float:
+    """A layer's token-mixer weights with the mixer's norm: attention, or for a hybrid the mean over its
+    attention and linear mixers (module docstring)."""
+    own = attention_params(spec) + norm_params(spec)
+    if spec.linear_mixer is None:
+        return own
+    return spec.attention_share * own + spec.linear_share * (linear_mixer_params(spec) + norm_params(spec))
 
 
 def ffn_params(spec: ModelSpec, ffn_hidden: int) -> int:
@@ -49,9 +77,10 @@ def expert_params_per_moe_layer(spec: ModelSpec) -> int:
     return spec.moe.experts * ffn_params(spec, spec.moe.expert_ffn_hidden)
 
 
-def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
-    """Weights of one layer that every expert-parallel rank holds (attention, norms, router, shared)."""
-    common = attention_params(spec) + 2 * norm_params(spec)
+def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
+    """Weights of one layer that every expert-parallel rank holds (mixer, norms, router, shared); a hybrid
+    model's is the mean over its layers (mixer_params)."""
+    common = mixer_params(spec) + norm_params(spec)
     if not moe_layer:
         return common + ffn_params(spec, spec.ffn_hidden)
     assert spec.moe is not None
@@ -60,12 +89,13 @@ def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
     return common + shared + router
 
 
-def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> int:
+def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
     """Weights of one layer that tensor parallelism does not split (Megatron-LM: every TP rank holds the
     whole of them): the two norms, the row-parallel linears' biases (attention out, FFN out: h each) and
     the MoE router. MLA's internal layout is left as fully split."""
     router = spec.hidden * spec.moe.experts if moe_layer and spec.moe is not None else 0
-    return 2 * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router
+    norms = 1.0 + spec.attention_share + spec.linear_share  # one per mixer and one per FFN
+    return norms * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router
 
 
 def tp_replicated_embedding(spec: ModelSpec) -> int:
@@ -103,7 +133,7 @@ def total_params(spec: ModelSpec) -> int:
         moe = mtp_last_is_moe(spec)
         layer = dense_params_per_layer(spec, moe) + (expert_params_per_moe_layer(spec) if moe else 0)
         layers += spec.mtp_layers * (layer + mtp_own_params(spec))
-    return layers + embedding_params(spec) + head_params(spec)
+    return round(layers) + embedding_params(spec) + head_params(spec)
 
 
 def active_params(spec: ModelSpec) -> int:

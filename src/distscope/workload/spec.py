@@ -34,6 +34,7 @@ class PositionKind(enum.Enum):
     LEARNED = "learned"  # absolute position table of max_positions x hidden (GPT-2/3)
     ROPE = "rope"
     ALIBI = "alibi"
+    NONE = "none"  # no positional encoding in attention (Nemotron-H: its Mamba-2 layers carry position)
 
 
 class NormKind(enum.Enum):
@@ -98,6 +99,69 @@ class LocalAttention:
         return (n * w * (w + 1) / 2 + r * (r + 1) / 2) / s
 
 
+class MixerKind(enum.Enum):
+    MAMBA2 = "mamba2"  # Mamba-2's SSD (Dao & Gu 2024): Nemotron-H, Nemotron 3
+    GATED_DELTANET = "gated-deltanet"  # Gated DeltaNet (Yang et al. 2025): Qwen3-Next, Qwen3.5
+
+
+@cached_hash
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LinearMixer:
+    """Hybrid models whose token mixer is, in `layers` of its mixers, a linear recurrence run as a chunked
+    scan (Mamba-2's state-space duality, Gated DeltaNet's delta rule) and softmax attention in the other
+    `attention_layers`. The model's `layers` count its FFN (or MoE) blocks: Qwen3-Next pairs every mixer with
+    an MoE block (36 + 12 mixers, 48 layers); Nemotron-H's blocks hold one mixer or one FFN each
+    (Nemotron 3 Nano: 23 Mamba-2 + 6 attention mixers, 23 MoE blocks), so the two counts may differ and a
+    layer's cost is the mean over the model's blocks.
+    Shapes: value heads × head_dim is the recurrence's width (Mamba-2 mamba_num_heads × mamba_head_dim; GDN
+    linear_num_value_heads × linear_value_head_dim); key_heads × key_dim its keys (Mamba-2 n_groups ×
+    ssm_state_size for B and C; GDN linear_num_key_heads × linear_key_head_dim for q and k)."""
+
+    kind: MixerKind
+    layers: int
+    attention_layers: int
+    heads: int
+    head_dim: int
+    key_heads: int
+    key_dim: int
+    conv_kernel: int = 4
+    chunk: int = 64  # the scan's chunk (Mamba-2 chunk_size; FLA's Gated DeltaNet kernels: 64)
+
+    def __post_init__(self) -> None:
+        for f in ("layers", "heads", "head_dim", "key_heads", "key_dim", "conv_kernel", "chunk"):
+            if getattr(self, f) < 1:
+                raise DistscopeError(f"linear_mixer.{f}={getattr(self, f)} must be >= 1")
+        if self.attention_layers < 0:
+            raise DistscopeError(f"linear_mixer.attention_layers={self.attention_layers} must be >= 0")
+        if self.heads % self.key_heads:
+            raise DistscopeError(f"linear_mixer.heads={self.heads} not divisible by key_heads={self.key_heads}")
+
+    def refusal(self, tp: int, cp: int) -> str | None:
+        """Why a tp × cp layout cannot run these mixers (None: it can). TP splits heads and key heads
+        (Megatron's MambaMixer: heads and groups divisible by tp); context parallelism over a recurrence
+        passes the chunk state between ranks, a scheme this model does not price."""
+        if cp > 1:
+            return f"cp={cp}: context parallelism over {self.kind.value} layers is not modelled (use cp=1)"
+        if self.heads % tp or self.key_heads % tp:
+            return (f"tp={tp} must divide linear_mixer heads={self.heads} and key_heads={self.key_heads} "
+                    f"({self.kind.value} layers shard both over TP)")
+        return None
+
+    @property
+    def width(self) -> int:
+        """The recurrence's value width (Mamba-2's d_inner)."""
+        return self.heads * self.head_dim
+
+    @property
+    def key_width(self) -> int:
+        return self.key_heads * self.key_dim
+
+    @property
+    def gate_width(self) -> int:
+        """Per-head scalars the input projection also makes: Mamba-2's dt; GDN's beta and decay (b, a)."""
+        return self.heads * (1 if self.kind is MixerKind.MAMBA2 else 2)
+
+
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MLASpec:
@@ -135,6 +199,8 @@ class ModelSpec:
     # more transformer layer of the last layer's kind and another pass through the shared output head
     mtp_layers: int = 0
     local_attention: LocalAttention | None = None  # sliding-window or chunked layers (None: all layers full)
+    linear_mixer: LinearMixer | None = None  # hybrid models: linear-recurrence mixers in some layers
+    attention_gate: bool = False  # a sigmoid output gate on attention (Qwen3-Next's attn_output_gate): q_proj 2x
     official_params: float = 0.0  # published total parameter count, for tests
     official_params_precision: float = 0.0  # the published figure's rounding unit (e.g. 0.1e9 for "1.7B")
     source: str = ""
@@ -154,6 +220,8 @@ class ModelSpec:
         if self.local_attention is not None and self.local_attention.layers > self.layers:
             raise DistscopeError(f"model {self.name}: local_attention.layers={self.local_attention.layers} exceeds "
                                  f"layers={self.layers}")
+        if self.linear_mixer is not None and self.local_attention is not None:
+            raise DistscopeError(f"model {self.name}: linear_mixer and local_attention together are not modelled")
         if self.position is PositionKind.LEARNED and self.max_positions < 1:
             raise DistscopeError(f"model {self.name}: learned positions need max_positions >= 1")
 
@@ -168,6 +236,18 @@ class ModelSpec:
     @property
     def dhead(self) -> int:
         return self.head_dim or self.hidden // self.heads
+
+    @property
+    def attention_share(self) -> float:
+        """Softmax-attention mixers per layer (1 unless a hybrid: LinearMixer)."""
+        m = self.linear_mixer
+        return 1.0 if m is None else m.attention_layers / self.layers
+
+    @property
+    def linear_share(self) -> float:
+        """Linear-recurrence mixers per layer (LinearMixer; 0 for a transformer)."""
+        m = self.linear_mixer
+        return 0.0 if m is None else m.layers / self.layers
 
     @property
     def moe_layers(self) -> int:
