@@ -108,7 +108,7 @@ def test_nemotron_h_counts_ffn_blocks_as_layers(tmp_path: Path) -> None:
     ({"hybrid_override_pattern": "MEX*"}, "hybrid_override_pattern"),
     ({"hybrid_override_pattern": 7}, "hybrid_override_pattern"),
     ({"hybrid_override_pattern": "M*M*"}, "MLP/MoE"),
-    ({"moe_latent_size": 1024}, "moe_latent_size"),
+    ({"moe_latent_size": -4}, "moe_latent_size"),
     ({"mamba_num_heads": 0}, "mamba_num_heads"),
     ({"n_groups": 3}, "key_heads"),
     ({"moe_shared_expert_intermediate_size": 1000}, "moe_shared_expert_intermediate_size"),
@@ -190,3 +190,23 @@ def test_verbs_that_do_not_model_hybrids_say_so() -> None:
     plan = Plan(dp=8)
     with pytest.raises(DistscopeError, match="does not model mamba2"):
         step_spec(spec, TrainingShape(global_batch=16, seq_len=4096), get_cluster("dgx-h100", 8), plan)
+
+
+def test_a_row_may_count_megatrons_blocks(tmp_path: Path) -> None:
+    """arch=catalog rows of a Nemotron-H model may give `layers` as its FFN layers or Megatron's --num-layers
+    (its mixer and FFN blocks); anything else names both."""
+    from distscope.validate.rows import parse_row
+
+    spec = get_model("nemotron-3-nano-30b-a3b")
+    assert spec.blocks == 52 and get_model("qwen3-next-80b-a3b").blocks == 48
+    row = {"run_id": "r", "source": "s", "model": "nemotron-3-nano-30b-a3b", "arch": "catalog", "params_B": "31.6",
+           "hidden": "2688", "heads": "32", "kv_heads": "2", "ffn_hidden": "1856", "ffn_act": "relu2", "vocab": "131072",
+           "seq_len": "8192", "global_batch": "512", "micro_batch": "2", "tp": "1", "pp": "1", "vp": "1", "dp": "8",
+           "cp": "1", "ep": "8", "sequence_parallel": "0", "zero_stage": "0", "distributed_optimizer": "1",
+           "overlap": "auto", "recompute": "auto", "precision": "bf16", "gpu": "b200-sxm-180gb", "num_gpus": "8",
+           "gpus_per_node": "8", "intra_node_GBps": "900", "inter_node_GBps_per_gpu": "50", "framework": "f",
+           "measured_step_time_s": "10", "step_time_basis": "x", "reported": "x", "notes": "x"}
+    for layers in ("23", "52"):
+        assert parse_row(dict(row, layers=layers), 2).spec == spec
+    with pytest.raises(DistscopeError, match="layers=23, or its 52 mixer and FFN blocks"):
+        parse_row(dict(row, layers="50"), 2)

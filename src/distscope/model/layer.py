@@ -155,14 +155,17 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         M_e = (T * et / tp if sp else T) * k * routed_frac  # routed tokens this rank's experts see
         fe_e = spec.moe.expert_ffn_hidden // et
         router.append((T, spec.moe.experts, h))
+        if spec.moe.latent:  # LatentMoE's projections around dispatch and combine, on the rank's own tokens
+            gemms += [(T_el, spec.moe.latent, h, False), (T_el, h, spec.moe.latent, False)]
+        w = spec.expert_width
         routed_at = (len(gemms), len(gemms) + 1)
         local = max(1, spec.moe.experts // ep) if ep else 1
-        gemms += [(M_e, fe_e * up, h, False), (M_e, h, fe_e, False)]  # TE GroupedLinear on permuted tokens
+        gemms += [(M_e, fe_e * up, w, False), (M_e, w, fe_e, False)]  # TE GroupedLinear on permuted tokens
         if spec.moe.shared_experts:
             fs = fe * spec.moe.shared_experts
             gemms += [(T, fs * up, h, False), (T, h, fs, True)]
         act_bytes = act_mult * e * (M_e * fe_e + T * fe * spec.moe.shared_experts)
-        act_bytes += 4 * T * k * routed_frac * h * e  # token permute / unpermute (read + write each)
+        act_bytes += 4 * T * k * routed_frac * w * e  # token permute / unpermute (read + write each)
     else:
         f_l = spec.ffn_hidden // tp
         gemms += [(T, f_l * up, h, True), (T, h, f_l, True)]  # LayerNormMLP: norm and activation fuse the cast

@@ -103,8 +103,9 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
         # T·k·etp/tp of them, not T·k; shared experts are TP-sharded like a dense FFN
         M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed_load(spec, plan, T)
         fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
-        ffn = M_e * (gi * h + fe_e * (e * up + gi))
+        ffn = M_e * (gi * spec.expert_width + fe_e * (e * up + gi))
         ffn += T * spec.moe.expert_ffn_hidden / tp * (e * up + gi) * spec.moe.shared_experts
+        ffn += T * r * gi * (h + spec.moe.latent) if spec.moe.latent else 0.0  # the latent projections' inputs
     else:
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
     q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate's half of q_proj is kept too
@@ -138,6 +139,7 @@ def wgrad_input_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int
         assert spec.moe is not None
         moe = spec.moe
         M_e = (T * plan.expert_tp / tp if plan.sp else T) * moe.top_k * routed_load(spec, plan, T)
-        routed = gi * M_e * (spec.hidden + moe.expert_ffn_hidden / plan.expert_tp)
+        routed = gi * M_e * (spec.expert_width + moe.expert_ffn_hidden / plan.expert_tp)
+        routed += gi * T * r * (spec.hidden + moe.latent) if moe.latent else 0.0  # the latent projections' inputs
         return lin + routed + gi * T * moe.shared_experts * moe.expert_ffn_hidden / tp
     return lin + gi * T * spec.ffn_hidden / tp

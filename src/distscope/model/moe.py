@@ -79,7 +79,7 @@ def deepep_bytes(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float, n
     """(cross-node, intra-node) all-to-all buffers per rank of one node-forwarded dispatch (module
     docstring): T_d·c·h·e·N·P_hit on the same-index ranks across nodes, T_d·k·c·h·e within the node."""
     assert spec.moe is not None
-    token = dispatch_tokens(plan, tokens) * routed_load(spec, plan, tokens) * spec.hidden * act_bytes
+    token = dispatch_tokens(plan, tokens) * routed_load(spec, plan, tokens) * spec.expert_width * act_bytes
     return token * nodes * node_hit_probability(spec.moe.experts, spec.moe.top_k, nodes), token * spec.moe.top_k
 
 
@@ -88,7 +88,7 @@ def moe_pass_comm_s(spec: ModelSpec, plan: Plan, tokens: float, act_bytes: float
     """Dispatch + combine of one MoE layer for one pass (module docstring); 0 without EP or ETP.
     `cluster` lays out the node-forwarded dispatcher's two groups (plan.MoeDispatcher.DEEPEP)."""
     assert spec.moe is not None
-    routed = dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.hidden * act_bytes
+    routed = dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.expert_width * act_bytes
     if node_forwarded(cluster, plan):
         local = ep_ranks_per_node(cluster, plan)
         cross, intra = deepep_bytes(spec, plan, tokens, act_bytes, plan.ep // local)

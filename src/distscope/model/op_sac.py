@@ -50,13 +50,15 @@ def matmuls(spec: ModelSpec, moe_layer: bool, T: float, tp: int, M_e: float = 0.
         d = spec.dhead
         out += [(T, a_l * d, h), (T, g_l * d, h), (T, g_l * d, h), (T, h, a_l * d)]
 
-    def ffn(rows: float, width: float) -> list[Gemm]:
-        up = [(rows, width, h)] * (2 if spec.ffn is FfnKind.SWIGLU else 1)
-        return [*up, (rows, h, width)]
+    def ffn(rows: float, width: float, inp: float = h) -> list[Gemm]:
+        up = [(rows, width, inp)] * (2 if spec.ffn is FfnKind.SWIGLU else 1)
+        return [*up, (rows, inp, width)]
 
     if moe_layer:
         assert spec.moe is not None
-        out += ffn(M_e, fe_e)
+        if spec.moe.latent:
+            out += [(T, spec.moe.latent, h), (T, h, spec.moe.latent)]
+        out += ffn(M_e, fe_e, spec.expert_width)
         if spec.moe.shared_experts:
             out += ffn(T, spec.moe.expert_ffn_hidden * spec.moe.shared_experts / tp)
     else:

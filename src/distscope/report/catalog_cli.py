@@ -20,6 +20,7 @@ def models_cmd() -> None:
     for k in model_names():
         s = get_model(k)
         moe = "" if s.moe is None else f"{s.moe.experts}e top{s.moe.top_k}" + (f" +{s.moe.shared_experts}sh" if s.moe.shared_experts else "")
+        moe += f" latent {s.moe.latent}" if s.moe is not None and s.moe.latent else ""
         band = s.local_attention
         attn = s.attention.value + ("" if band is None else f", {band.layers} {band.kind.value} {band.size}")
         if (lm := s.linear_mixer) is not None:  # a hybrid: how many mixers of each kind

@@ -70,7 +70,7 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
                        "with pp > 1, an interleaved schedule")
         if plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.capacity_factor is not None:
             out.append("Megatron's DeepEP dispatcher (--moe-token-dispatcher-type flex) is dropless: no capacity factor")
-        if spec.linear_mixer is not None and spec.attention_share + spec.linear_share != 1.0:
+        if spec.blocks != spec.layers:
             # Megatron's hybrid (pretrain_mamba.py) counts blocks, one mixer or one FFN each, in --num-layers,
             # its pipeline split and its recompute; distscope's layers are the FFN blocks (workload/spec.py)
             out.append("distscope does not emit Megatron's hybrid-block arguments (--hybrid-override-pattern; "

@@ -115,7 +115,7 @@ def _dispatch(spec: ModelSpec, plan: Plan, cluster: Cluster, tokens: float, e: f
         return (CommOp(group=Group.EPX, kind=A2A, size_bytes=round(cross)),
                 CommOp(group=Group.EPL, kind=A2A, size_bytes=round(intra)))
     assert spec.moe is not None
-    routed = round(dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.hidden * e)
+    routed = round(dispatch_tokens(plan, tokens) * spec.moe.top_k * routed_load(spec, plan, tokens) * spec.expert_width * e)
     return (CommOp(group=Group.EP, kind=A2A, size_bytes=routed),)
 
 
@@ -225,7 +225,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     ag = tp_all_gather_scale(plan, sw)
     regather = tp > 1 and sp and plan.recompute is Recompute.SELECTIVE_OP
     D_tp = round(T * spec.hidden * e)
-    routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.hidden * e) if spec.moe is not None else 0
+    routed = round(dispatch_tokens(plan, T) * spec.moe.top_k * fcap * spec.expert_width * e) if spec.moe is not None else 0
     dispatch = _dispatch(spec, plan, cluster, T, e) if spec.moe is not None else ()
     n_dense_first = spec.moe.dense_layers if spec.moe is not None else spec.layers
     sizes = chunk_sizes(spec.layers, pp, vp, plan.stage_layers)

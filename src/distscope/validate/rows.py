@@ -23,7 +23,9 @@ prediction depth (blank = the model's own, 0 for column-built models). `moe_a2a_
 all-to-all overlapped with another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm,
 1F1B A2A overlap; blank = 0). `moe_balance` (forced | aux-free | aux-loss: the router's load balancing,
 model/routing.py; blank = the plan default). `arch=catalog` takes the architecture of the built-in model named in `model` (for what
-the columns cannot express, e.g. DeepSeek-V3's MLA); its shape columns must then match it.
+the columns cannot express, e.g. DeepSeek-V3's MLA, or a hybrid's Mamba-2 / Gated DeltaNet mixers); its shape columns
+must then match it (a hybrid's `layers` may count its FFN layers or, as Megatron's --num-layers does, its blocks);
+`model` may also be a Hugging Face config.json path.
 """
 
 from __future__ import annotations
@@ -207,7 +209,10 @@ def _catalog_spec(c: _Cells) -> ModelSpec:
         spec = get_model(name)
     except DistscopeError as exc:
         raise c.fail("model", f"is not a catalog model for arch=catalog ({exc})") from None
-    for col, want in (("layers", spec.layers), ("hidden", spec.hidden), ("heads", spec.heads), ("vocab", spec.vocab)):
+    if c.int("layers") not in (spec.layers, spec.blocks):  # a hybrid's rows may count Megatron's blocks
+        raise c.fail("layers", f"does not match catalog model {name} (layers={spec.layers}"
+                     + (f", or its {spec.blocks} mixer and FFN blocks)" if spec.blocks != spec.layers else ")"))
+    for col, want in (("hidden", spec.hidden), ("heads", spec.heads), ("vocab", spec.vocab)):
         if c.int(col) != want:
             raise c.fail(col, f"does not match catalog model {name} ({col}={want})")
     if spec.max_positions and c.int("seq_len") > spec.max_positions and spec.position is PositionKind.LEARNED:

@@ -14,7 +14,7 @@ Nemotron 3 (Mamba-2; `nemotron_h`).
   character: M Mamba-2, * attention, - squared-ReLU MLP, E MoE. The model's layers are its FFN blocks (- and
   E, the MLP ones counted as dense layers) and its mixers are the M and * blocks (LinearMixer). Mamba-2:
   `mamba_num_heads` × `mamba_head_dim`, `n_groups` × `ssm_state_size`, `conv_kernel`, `chunk_size`.
-  Attention has no positional encoding. LatentMoE (`moe_latent_size`) is refused: not modelled.
+  Attention has no positional encoding. LatentMoE's `moe_latent_size` becomes MoESpec.latent.
 A field read here is checked as hf.py checks every field; a bad one is one line naming it.
 """
 
@@ -47,9 +47,6 @@ def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: st
         tied_embeddings=flag(cfg, path, "tie_word_embeddings", False), norm=NormKind.RMSNORM, bias=False,
     )
     if kind == "nemotron_h":
-        if cfg.get("moe_latent_size") is not None:
-            raise DistscopeError(f"{path}: moe_latent_size={cfg['moe_latent_size']!r} (LatentMoE: experts on a "
-                                 "projected width) is not modelled; distscope prices experts on the hidden width")
         blocks = _nemotron_blocks(cfg, path)
         n = {b: blocks.count(b) for b in _BLOCKS.values()}
         layers = n["mlp"] + n["moe"]
@@ -67,7 +64,7 @@ def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: st
             moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                           expert_ffn_hidden=width, shared_experts=_in_widths(path, shared, width,
                                                                              "moe_shared_expert_intermediate_size"),
-                          dense_layers=n["mlp"])
+                          dense_layers=n["mlp"], latent=int_(cfg, path, "moe_latent_size") or 0)
         if n["mlp"]:
             ffn = req(cfg, path, "intermediate_size")
         else:

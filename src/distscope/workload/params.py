@@ -64,8 +64,9 @@ def mixer_params(spec: ModelSpec) -> float:
     return spec.attention_share * own + spec.linear_share * (linear_mixer_params(spec) + norm_params(spec))
 
 
-def ffn_params(spec: ModelSpec, ffn_hidden: int) -> int:
-    h, f = spec.hidden, ffn_hidden
+def ffn_params(spec: ModelSpec, ffn_hidden: int, width: int = 0) -> int:
+    """An FFN of `ffn_hidden` on inputs of `width` (default: the hidden size; LatentMoE's experts: the latent)."""
+    h, f = width or spec.hidden, ffn_hidden
     weights = spec.ffn.gemms * h * f
     biases = ((2 if spec.ffn is FfnKind.SWIGLU else 1) * f + h) if spec.bias else 0
     return weights + biases
@@ -74,7 +75,7 @@ def ffn_params(spec: ModelSpec, ffn_hidden: int) -> int:
 def expert_params_per_moe_layer(spec: ModelSpec) -> int:
     """Routed-expert weights of one MoE layer (sharded by expert parallelism)."""
     assert spec.moe is not None
-    return spec.moe.experts * ffn_params(spec, spec.moe.expert_ffn_hidden)
+    return spec.moe.experts * ffn_params(spec, spec.moe.expert_ffn_hidden, spec.expert_width)
 
 
 def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
@@ -86,7 +87,8 @@ def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
     assert spec.moe is not None
     shared = spec.moe.shared_experts * ffn_params(spec, spec.moe.expert_ffn_hidden)
     router = spec.hidden * spec.moe.experts
-    return common + shared + router
+    latent = 2 * spec.hidden * spec.moe.latent  # LatentMoE's two projections
+    return common + shared + router + latent
 
 
 def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
@@ -94,6 +96,8 @@ def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
     whole of them): the two norms, the row-parallel linears' biases (attention out, FFN out: h each) and
     the MoE router. MLA's internal layout is left as fully split."""
     router = spec.hidden * spec.moe.experts if moe_layer and spec.moe is not None else 0
+    if moe_layer and spec.moe is not None:
+        router += 2 * spec.hidden * spec.moe.latent  # LatentMoE's projections are TP-duplicated
     norms = 1.0 + spec.attention_share + spec.linear_share  # one per mixer and one per FFN
     return norms * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router
 
@@ -140,5 +144,5 @@ def active_params(spec: ModelSpec) -> int:
     """Parameters touched per token: routed experts count top_k of `experts`."""
     if spec.moe is None:
         return total_params(spec)
-    routed = spec.moe.top_k * ffn_params(spec, spec.moe.expert_ffn_hidden)
+    routed = spec.moe.top_k * ffn_params(spec, spec.moe.expert_ffn_hidden, spec.expert_width)
     return total_params(spec) - spec.moe_layers * (expert_params_per_moe_layer(spec) - routed)

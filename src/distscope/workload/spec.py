@@ -48,6 +48,9 @@ class MoESpec:
     """Mixture-of-experts FFN shape (Mixtral, DeepSeek-V3).
 
     `dense_layers` leading layers keep a dense FFN of the model's ffn_hidden (DeepSeek-V3: 3).
+    `latent` > 0: LatentMoE (Megatron-Core `moe_latent_size`, Nemotron 3 Super / Ultra): a projection
+    h -> latent before dispatch and latent -> h after combine (moe_layer.py fc1/fc2_latent_proj, TP-duplicated),
+    so tokens travel and routed experts compute at the latent width; shared experts stay at h.
     """
 
     experts: int
@@ -55,11 +58,12 @@ class MoESpec:
     expert_ffn_hidden: int
     shared_experts: int = 0
     dense_layers: int = 0
+    latent: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.top_k <= self.experts:
             raise DistscopeError(f"moe.top_k={self.top_k} must be in 1..experts={self.experts}")
-        if self.expert_ffn_hidden < 1 or self.shared_experts < 0 or self.dense_layers < 0:
+        if self.expert_ffn_hidden < 1 or self.shared_experts < 0 or self.dense_layers < 0 or self.latent < 0:
             raise DistscopeError(f"moe spec has a negative or zero size: {self}")
 
 
@@ -248,6 +252,20 @@ class ModelSpec:
         """Linear-recurrence mixers per layer (LinearMixer; 0 for a transformer)."""
         m = self.linear_mixer
         return 0.0 if m is None else m.layers / self.layers
+
+    @property
+    def blocks(self) -> int:
+        """Megatron's --num-layers: the layers, or for a hybrid whose mixers and FFNs are separate blocks
+        (Nemotron-H: attention_share + linear_share != 1) its mixer and FFN blocks together."""
+        m = self.linear_mixer
+        if m is None or m.layers + m.attention_layers == self.layers:
+            return self.layers
+        return self.layers + m.layers + m.attention_layers
+
+    @property
+    def expert_width(self) -> int:
+        """The width routed tokens travel and the routed experts compute at: the hidden size, or LatentMoE's."""
+        return self.moe.latent if self.moe is not None and self.moe.latent else self.hidden
 
     @property
     def moe_layers(self) -> int:
