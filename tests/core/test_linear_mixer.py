@@ -210,3 +210,16 @@ def test_a_row_may_count_megatrons_blocks(tmp_path: Path) -> None:
         assert parse_row(dict(row, layers=layers), 2).spec == spec
     with pytest.raises(DistscopeError, match="layers=23, or its 52 mixer and FFN blocks"):
         parse_row(dict(row, layers="50"), 2)
+
+
+def test_host_ops_count_each_block() -> None:
+    """Half of a transformer layer's DENSE_LAYER_OPS sit in its attention block and half in its FFN block;
+    a linear mixer issues MIXER_OPS. Nemotron-H-8B's mean layer: 4/24 attention blocks, one Mamba-2 mixer,
+    one MLP; Qwen3-Next's: 1/4 attention, 3/4 Gated DeltaNet, one MoE block."""
+    from distscope.model import host
+
+    assert host.layer_ops(get_model("llama3-8b")) == host.DENSE_LAYER_OPS
+    half = host.DENSE_LAYER_OPS / 2
+    assert host.layer_ops(get_model("nemotron-h-8b")) == pytest.approx(half * (1 + 4 / 24) + host.MIXER_OPS)
+    assert host.layer_ops(get_model("qwen3-next-80b-a3b")) == pytest.approx(half * 1.25 + host.MIXER_OPS * 0.75)
+    assert host.linear_layers(get_model("qwen3-next-80b-a3b"), True) == pytest.approx(2 * 0.25 + 2 * 0.75 + 2 + 2)

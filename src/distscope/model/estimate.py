@@ -385,7 +385,8 @@ def _compute_costs(spec: ModelSpec, b: int, s: int, plan: Plan, dev: Device,
     local = max(1, spec.moe.experts // plan.ep) if spec.moe is not None else 0
     costs = {moe: c.host_floored(host.layer_host_work(
         moe_layer=moe, linears=host.linear_layers(spec, moe), low_precision=prec.low_precision,
-        local_experts=local, per_expert_gemms=sw.kernels is KernelStack.FUSED, op_s=host.op_s(dev)))
+        local_experts=local, per_expert_gemms=sw.kernels is KernelStack.FUSED, op_s=host.op_s(dev),
+        layer_ops=host.layer_ops(spec)))
         for moe, c in costs.items()}
     return costs, head
 

@@ -16,7 +16,9 @@ is, so the same per-layer max holds).
 
 Counts per layer forward (backward issues twice the ops: data and weight gradients):
 - n_ops: the transformer layer's own ops, DENSE_LAYER_OPS (norms, projections, rotary, attention,
-  residuals: the ~12 kernels per layer of serve/calibration.py's eager launch floor), one cast per
+  residuals: the ~12 kernels per layer of serve/calibration.py's eager launch floor, half in its attention
+  block and half in its FFN block; a hybrid's mean layer (layer_ops) has attention_share attention blocks and
+  linear_share linear mixers of MIXER_OPS each), one cast per
   linear layer under an FP8/FP4 recipe, and in an MoE layer the router's ROUTER_OPS (31 with
   Megatron's fused router, the GB200 study) and the dispatcher's DISPATCH_OPS.
 - n_expert_gemms: Transformer Engine's GroupedLinear issues one cuBLASLt GEMM per local expert
@@ -62,6 +64,10 @@ EXPERT_GEMM_S = 33e-6
 LOW_PRECISION_HOST = 2.0
 # ops of one transformer layer's forward outside its MoE block (serve/calibration.py: ~12 per layer)
 DENSE_LAYER_OPS = 12
+# ops of one linear mixer's forward (mamba_ssm's Mamba2 as Megatron's MambaMixer runs it; FLA's Gated DeltaNet
+# alike): norm, in_proj, causal conv1d, the chunked scan's five Triton kernels (chunk cumsum, chunk state,
+# state passing, chunk bmm, chunk scan), gated norm, out_proj and the residual
+MIXER_OPS = 12
 # Megatron's fused MoE router (--moe-router-fusion): 31 kernels (the GB200 study, sec. 2.1.4)
 ROUTER_OPS = 31
 # Megatron's all-to-all dispatcher around the experts: token counts, their all-to-all and the D2H
@@ -78,7 +84,7 @@ def op_s(device: Device) -> float:
 class HostWork:
     """What one layer's forward issues from the host."""
 
-    ops: int  # eager PyTorch ops
+    ops: float  # eager PyTorch ops (a hybrid's mean layer: fractional)
     expert_gemms: int  # per-expert GEMMs of a multi-stream grouped GEMM
     expert_gemm_s: float = EXPERT_GEMM_S  # host time of each (LOW_PRECISION_HOST times more under FP8 / FP4)
     op_s: float = OP_S  # host time of each op (op_s(device))
@@ -105,13 +111,13 @@ class HostWork:
         return max(h_e + max(h_r, gpu_rest_s), gpu_experts_s + gpu_rest_s)
 
 
-def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local_experts: int,
-                    per_expert_gemms: bool, op_s: float = OP_S) -> HostWork:
+def layer_host_work(*, moe_layer: bool, linears: float, low_precision: bool, local_experts: int,
+                    per_expert_gemms: bool, op_s: float = OP_S, layer_ops: float = DENSE_LAYER_OPS) -> HostWork:
     """The host work of one layer's forward: `linears` linear layers (each cast under a low-precision
     recipe), the router and dispatcher in an MoE layer, and `local_experts` experts' two GEMMs each
     when the grouped GEMM issues one GEMM per expert (Transformer Engine; LOW_PRECISION_HOST times the
     host time each under a low-precision recipe), else one op for each of the two grouped GEMMs."""
-    ops = DENSE_LAYER_OPS + (linears if low_precision else 0)
+    ops = layer_ops + (linears if low_precision else 0)
     gemms = 0
     if moe_layer:
         ops += ROUTER_OPS + DISPATCH_OPS
@@ -123,10 +129,17 @@ def layer_host_work(*, moe_layer: bool, linears: int, low_precision: bool, local
                     expert_gemm_s=EXPERT_GEMM_S * (LOW_PRECISION_HOST if low_precision else 1.0), op_s=op_s)
 
 
-def linear_layers(spec: ModelSpec, moe_layer: bool) -> int:
+def layer_ops(spec: ModelSpec) -> float:
+    """A layer's own ops (module docstring): DENSE_LAYER_OPS, or for a hybrid half of them per attention
+    block and per FFN block and MIXER_OPS per linear mixer."""
+    return DENSE_LAYER_OPS / 2 * (1 + spec.attention_share) + MIXER_OPS * spec.linear_share
+
+
+def linear_layers(spec: ModelSpec, moe_layer: bool) -> float:
     """Linear layers of one layer's forward (model/layer.py's shapes): QKV and output projections (MLA:
-    five), and fc1/fc2 of the MLP, or of the routed experts plus any shared experts."""
-    n = 5 if spec.mla is not None else 2
-    if moe_layer and spec.moe is not None and spec.moe.shared_experts:
-        n += 2
+    five) per attention mixer, in and out projections per linear mixer, and fc1/fc2 of the MLP, or of the
+    routed experts plus any shared experts (and LatentMoE's two projections)."""
+    n = (5 if spec.mla is not None else 2) * spec.attention_share + 2 * spec.linear_share
+    if moe_layer and spec.moe is not None:
+        n += (2 if spec.moe.shared_experts else 0) + (2 if spec.moe.latent else 0)
     return n + 2
