@@ -101,7 +101,8 @@ def test_nemotron_h_counts_ffn_blocks_as_layers(tmp_path: Path) -> None:
     spec = get_model(_write(tmp_path, cfg))
     assert spec.layers == 24 and spec.moe is None and spec.ffn_hidden == 21504
     assert spec.linear_mixer == LinearMixer(kind=MixerKind.MAMBA2, layers=24, attention_layers=4, heads=128,
-                                            head_dim=64, key_heads=8, key_dim=128, conv_kernel=4, chunk=128)
+                                            head_dim=64, key_heads=8, key_dim=128, conv_kernel=4, chunk=128,
+                                            separate_blocks=True)
 
 
 @pytest.mark.parametrize(("change", "field"), [
@@ -112,6 +113,10 @@ def test_nemotron_h_counts_ffn_blocks_as_layers(tmp_path: Path) -> None:
     ({"mamba_num_heads": 0}, "mamba_num_heads"),
     ({"n_groups": 3}, "key_heads"),
     ({"moe_shared_expert_intermediate_size": 1000}, "moe_shared_expert_intermediate_size"),
+    ({"n_shared_experts": "two"}, "n_shared_experts"),
+    ({"n_shared_experts": True}, "n_shared_experts"),
+    ({"n_shared_experts": 2}, "n_shared_experts"),
+    ({"layers_block_type": ["mamba", 1]}, "layers_block_type"),
 ])
 def test_bad_nemotron_fields_are_one_line(tmp_path: Path, change: dict, field: str) -> None:
     with pytest.raises(DistscopeError, match=field) as e:
@@ -124,6 +129,10 @@ def test_bad_nemotron_fields_are_one_line(tmp_path: Path, change: dict, field: s
     ({"layer_types": ["full_attention"] * 48}, "layer_types"),
     ({"mlp_only_layers": [3]}, "mlp_only_layers"),
     ({"linear_num_value_heads": 30}, "key_heads"),
+    ({"decoder_sparse_step": True}, "decoder_sparse_step"),
+    ({"mlp_only_layers": {}}, "mlp_only_layers"),
+    ({"full_attention_interval": 1}, "full_attention_interval=1"),
+    ({"shared_expert_intermediate_size": -512}, "shared_expert_intermediate_size"),
 ])
 def test_bad_qwen3_next_fields_are_one_line(tmp_path: Path, change: dict, field: str) -> None:
     with pytest.raises(DistscopeError, match=field) as e:
@@ -134,6 +143,47 @@ def test_bad_qwen3_next_fields_are_one_line(tmp_path: Path, change: dict, field:
 def _cost(spec, mixer: Mixer, s: int, tp: int = 1):
     return _mixer_layer_cost(spec, False, 1, s, tp, 1, False, AttentionImpl.FLASH, Recompute.NONE, Precision.BF16,
                              H100, 0, 1.0, False, Scaling.NONE, 0, mixer)
+
+
+def test_scan_flops_by_hand() -> None:
+    """Nemotron-H-8B's SSD per token (Q 128, N 128, P 64, 128 heads, 8 groups):
+    2·(128·128·8 + 128·64·128 + 2·128·64·128) = 6,553,600; Qwen3-Next's Gated DeltaNet (Q 64, N = P = 128,
+    32 value heads): 2·32·(3·64·128 + 2·64·128 + 3·128·128) = 5,767,168."""
+    assert linear_mixer.scan_flops(get_model("nemotron-h-8b").linear_mixer, 4096, 1) == 4096 * 6_553_600
+    assert linear_mixer.scan_flops(get_model("qwen3-next-80b-a3b").linear_mixer, 4096, 1) == 4096 * 5_767_168
+    assert linear_mixer.scan_flops(get_model("nemotron-h-8b").linear_mixer, 4096, 2) == 4096 * 6_553_600 / 2
+
+
+def test_activations_of_a_hybrid_layer() -> None:
+    """Without recompute a Mamba-2 mixer keeps its projection's output, the conv's output, the scan's output,
+    the gated norm's output and fp32 chunk states, per token: Nemotron-H-8B 2·(18,560 + 8,192 + 2,048 + 8,192)
+    + 2·8,192 + 4·128·128·64/128 = 123,136 bytes. Every term is per token under fused attention, so doubling
+    the sequence doubles a layer's activations; full recompute keeps one input per block (Nano: 52 blocks
+    over 23 layers)."""
+    from distscope.model.memory import activation_bytes_per_layer
+
+    lm = get_model("nemotron-h-8b").linear_mixer
+    assert linear_mixer.activation_bytes(lm, 1, 1, 2, 2) == 123_136
+    spec = get_model("nemotron-h-8b")
+    plan = Plan(dp=8)
+    assert activation_bytes_per_layer(spec, False, 1, 8192, plan) == pytest.approx(
+        2 * activation_bytes_per_layer(spec, False, 1, 4096, plan), rel=1e-12)
+    nano = get_model("nemotron-3-nano-30b-a3b")
+    full = Plan(dp=8, recompute=Recompute.FULL)
+    assert activation_bytes_per_layer(nano, True, 1, 4096, full) == pytest.approx(2 * 4096 * 2688 * 52 / 23)
+
+
+def test_estimate_refuses_what_it_does_not_price() -> None:
+    """Whatever path reaches the estimator (a CSV row, the API): CP, a TP degree the mixer's heads or groups do
+    not divide, and torchtitan's per-op checkpointing are one line."""
+    from distscope.model.estimate import estimate
+
+    spec, cluster = get_model("nemotron-h-8b"), get_cluster("dgx-h100", 16)
+    shape = TrainingShape(global_batch=16, seq_len=4096)
+    for plan, what in ((Plan(dp=8, cp=2), "cp=2"), (Plan(dp=1, tp=16), "tp=16"),
+                       (Plan(dp=16, recompute=Recompute.SELECTIVE_OP), "selective-op")):
+        with pytest.raises(DistscopeError, match=what):
+            estimate(spec, shape, cluster, plan)
 
 
 def test_a_linear_mixer_adds_its_projections_and_scan_flops() -> None:

@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from distscope.comm import Collective, collective_s, group_net
 from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
+from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
-from distscope.model import fp8, host
+from distscope.model import fp8, host, linear_mixer
 from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, head_cost, layer_cost
@@ -434,6 +435,8 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     closed form lies from 11% under to 6.6% over the full estimate (uneven stages), folded streams from
     25% under to 20% over it (benchmarks/screen_check.py); the Estimate says `screened`, and the planner
     estimates in full every candidate it keeps."""
+    if (why := linear_mixer.refusal(spec, plan)) is not None:
+        raise DistscopeError(f"invalid plan: {why} [plan: {plan.degrees()}]")
     sw = software or DEFAULT_SOFTWARE
     rho = eff.OVERLAP_COST  # compute slowdown per second of communication hidden behind it
     dev = cluster.device

@@ -194,7 +194,8 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
 
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v) if mixer is Mixer.ATTENTION else 0.0
     dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
-    el_bytes = T_el * h * (2 * 2 * e + 2 * ((3 * e + 1) if dropout else 3 * e)) + act_bytes
+    blocks = 1 if mixer is Mixer.NONE else 2  # a norm and a residual add per block, mixer and FFN
+    el_bytes = T_el * h * blocks * (2 * e + ((3 * e + 1) if dropout else 3 * e)) + act_bytes
     if spec.position is PositionKind.ROPE and mixer is Mixer.ATTENTION:
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     if spec.attention_gate and mixer is Mixer.ATTENTION:  # sigmoid(gate) · output: read both, write one
@@ -210,7 +211,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
             lm = spec.linear_mixer
             assert lm is not None
             core_flops = linear_mixer.scan_flops(lm, T, tp)
-            attn_fwd_s, attn_bwd_s = linear_mixer.scan_s(lm, device, act_dtype, T, tp, attention.kernel)
+            attn_fwd_s, attn_bwd_s = linear_mixer.scan_s(lm, device, act_dtype, T, tp)
             el_bytes += linear_mixer.elementwise_bytes(lm, T, tp, e)
     elif attention.fused:
         # causal: the masked half of the s² tiles is skipped; the kernel's measured forward/backward speed
@@ -239,7 +240,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) / rate + el_fwd_s
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e * useful, fe_e))
         recompute_flops, other_rc = sum(2.0 * M * N * K for M, N, K in again), el_fwd_s
-    elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED:
+    elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED and mixer is Mixer.ATTENTION:
         recompute_s, recompute_flops, other_rc = attn_fwd_s, core_flops, attn_fwd_s
     else:
         recompute_s, recompute_flops, other_rc = 0.0, 0.0, 0.0

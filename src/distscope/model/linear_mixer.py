@@ -28,8 +28,9 @@ from __future__ import annotations
 from distscope.dtypes import DType
 from distscope.model import efficiency as eff
 from distscope.model import fp8
+from distscope.plan import Plan, Recompute
 from distscope.system.device import Device
-from distscope.workload.spec import LinearMixer, MixerKind
+from distscope.workload.spec import LinearMixer, MixerKind, ModelSpec
 
 MISSING = ("no kernel benchmark of the {kind} chunked scan in data/kernels: priced at the efficiency of causal "
            "attention over one {chunk}-token chunk")
@@ -49,13 +50,26 @@ def scan_flops(m: LinearMixer, T: float, tp: int) -> float:
     return T * 2.0 * H * (3 * Q * N + 2 * Q * P + 3 * N * P)
 
 
-def scan_s(m: LinearMixer, device: Device, dtype: DType, T: float, tp: int, kernel: str) -> tuple[float, float]:
+def refusal(spec: ModelSpec, plan: Plan) -> str | None:
+    """Why `plan` cannot run, or is not priced, for a hybrid `spec` (None: it is): the mixer's own layout
+    rules (LinearMixer.refusal) and torchtitan's per-op selective checkpointing, whose saved and recomputed
+    ops (model/op_sac.py) are a transformer block's."""
+    m = spec.linear_mixer
+    if m is None:
+        return None
+    if plan.recompute is Recompute.SELECTIVE_OP:
+        return f"recompute=selective-op (torchtitan's per-op checkpointing) is not modelled for {m.kind.value} layers"
+    return m.refusal(plan.tp, plan.cp)
+
+
+def scan_s(m: LinearMixer, device: Device, dtype: DType, T: float, tp: int) -> tuple[float, float]:
     """(forward, backward) time of the chunked scan: causal attention over T/Q chunks of Q tokens per value
-    head, at that attention's measured efficiency, scaled by the scan's FLOPs over the attention's
+    head, at FlashAttention-2's measured efficiency (the reference curve: the scans are Triton kernels of
+    their own, whatever attention backend the plan uses), scaled by the scan's FLOPs over the attention's
     (2·BH·Q²·(N + P)/2)."""
     Q, H = m.chunk, m.heads / tp
     problems = H * T / Q
-    fwd, bwd = eff.flash_attention_s(device, dtype, problems, Q, Q, m.key_dim, m.head_dim, kernel=kernel)
+    fwd, bwd = eff.flash_attention_s(device, dtype, problems, Q, Q, m.key_dim, m.head_dim, kernel="fa2")
     scale = scan_flops(m, T, tp) / (problems * Q * Q * (m.key_dim + m.head_dim))
     return fwd * scale, bwd * scale
 

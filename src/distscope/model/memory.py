@@ -66,19 +66,18 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     T = b * s / plan.cp
     r = 1.0 / tp if plan.sp else 1.0
     h = spec.hidden
-    if rc is Recompute.FULL:
-        return e * T * h * r
-    attn, mix, ffn = _saved_parts(spec, moe_layer, T, s, plan, rc)
-    a, m = spec.attention_share, spec.linear_share
-    if rc is Recompute.SELECTIVE_OP:
+    if rc is Recompute.FULL:  # each block's input (a hybrid of separate blocks checkpoints each: spec.blocks)
+        per_layer = e * T * h * r
+        return per_layer if spec.blocks == spec.layers else per_layer * spec.blocks / spec.layers
+    if rc is Recompute.SELECTIVE_OP:  # torchtitan's per-op checkpointing: transformers only (linear_mixer.refusal)
         M_e = fe_e = 0.0
         if moe_layer:
             assert spec.moe is not None
             M_e = (T * plan.expert_tp / tp if plan.sp else T) * spec.moe.top_k * routed_load(spec, plan, T)
             fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
-        sac = op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
-        return sac + (a - 1.0) * attn + m * mix  # a hybrid's mixers trade op_sac's attention for their own
-    return a * attn + m * mix + ffn
+        return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
+    attn, mix, ffn = _saved_parts(spec, moe_layer, T, s, plan, rc)
+    return spec.attention_share * attn + spec.linear_share * mix + ffn  # a transformer: a = 1, m = 0
 
 
 def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,

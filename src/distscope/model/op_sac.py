@@ -48,7 +48,8 @@ def matmuls(spec: ModelSpec, moe_layer: bool, T: float, tp: int, M_e: float = 0.
                 (T, h, a_l * d_v)]
     else:
         d = spec.dhead
-        out += [(T, a_l * d, h), (T, g_l * d, h), (T, g_l * d, h), (T, h, a_l * d)]
+        q = 2 * a_l if spec.attention_gate else a_l  # the output gate's half of wq
+        out += [(T, q * d, h), (T, g_l * d, h), (T, g_l * d, h), (T, h, a_l * d)]
 
     def ffn(rows: float, width: float, inp: float = h) -> list[Gemm]:
         up = [(rows, width, inp)] * (2 if spec.ffn is FfnKind.SWIGLU else 1)
@@ -86,5 +87,5 @@ def saved_bytes(spec: ModelSpec, moe_layer: bool, T: float, tp: int, sp: bool, e
         out += 2 * e * T * h / tp  # reduce-scatter outputs after wo and w2
     if moe_layer and ep > 1:
         assert spec.moe is not None
-        out += 2 * e * T * r * spec.moe.top_k * h  # all-to-all dispatch and combine outputs
+        out += 2 * e * T * r * spec.moe.top_k * spec.expert_width  # all-to-all dispatch and combine outputs
     return out

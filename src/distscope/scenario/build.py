@@ -249,7 +249,9 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster:
     plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
                global_batch=shape.global_batch, num_gpus=cluster.num_gpus, gpus_per_node=cluster.gpus_per_node)
-    if spec.linear_mixer is not None and (why := spec.linear_mixer.refusal(plan.tp, plan.cp)):
+    from distscope.model.linear_mixer import refusal
+
+    if (why := refusal(spec, plan)) is not None:
         raise DistscopeError(f"invalid plan: {why} [plan: {plan.degrees()}]")
     return plan
 

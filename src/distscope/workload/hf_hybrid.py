@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from distscope.errors import DistscopeError
+from distscope.workload.hf_moe import _count
 from distscope.workload.spec import FfnKind, LinearMixer, MixerKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 QWEN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
@@ -32,7 +33,21 @@ _BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
 def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: str) -> ModelSpec:
-    """The ModelSpec of one of FAMILIES (module docstring)."""
+    """The ModelSpec of one of FAMILIES (module docstring); a shape the spec refuses (e.g. value heads not a
+    multiple of key heads) is one line naming the file and the fields it came from."""
+    try:
+        return _load(cfg, path, kind, name, source)
+    except DistscopeError as exc:
+        text = str(exc)
+        if text.startswith(path):
+            raise
+        fields = ("mamba_num_heads, mamba_head_dim, n_groups, ssm_state_size, n_routed_experts, num_experts_per_tok"
+                  if kind == "nemotron_h" else "linear_num_value_heads, linear_num_key_heads, num_experts, "
+                  "num_experts_per_tok")
+        raise DistscopeError(f"{path}: {text} (from {fields})") from None
+
+
+def _load(cfg: dict[str, Any], path: str, kind: str, name: str, source: str) -> ModelSpec:
     from distscope.workload.hf import _flag as flag
     from distscope.workload.hf import _int as int_
     from distscope.workload.hf import _opt as opt
@@ -56,11 +71,16 @@ def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: st
         mixer = LinearMixer(kind=MixerKind.MAMBA2, layers=n["mamba"], attention_layers=n["attention"],
                             heads=req(cfg, path, "mamba_num_heads"), head_dim=req(cfg, path, "mamba_head_dim"),
                             key_heads=req(cfg, path, "n_groups"), key_dim=req(cfg, path, "ssm_state_size"),
-                            conv_kernel=opt(cfg, path, "conv_kernel", 4), chunk=opt(cfg, path, "chunk_size", 128))
+                            conv_kernel=opt(cfg, path, "conv_kernel", 4), chunk=opt(cfg, path, "chunk_size", 128),
+                            separate_blocks=True)
         moe = None
         if n["moe"]:
             width = req(cfg, path, "moe_intermediate_size")
-            shared = opt(cfg, path, "moe_shared_expert_intermediate_size", width) if cfg.get("n_shared_experts") else 0
+            n_shared = _count(cfg, path, "n_shared_experts")
+            if n_shared > 1:  # NemotronHMoE builds one shared MLP of moe_shared_expert_intermediate_size
+                raise DistscopeError(f"{path}: n_shared_experts={n_shared}: Nemotron-H builds one shared expert "
+                                     "(of moe_shared_expert_intermediate_size); distscope reads 0 or 1")
+            shared = opt(cfg, path, "moe_shared_expert_intermediate_size", width) if n_shared else 0
             moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                           expert_ffn_hidden=width, shared_experts=_in_widths(path, shared, width,
                                                                              "moe_shared_expert_intermediate_size"),
@@ -75,21 +95,23 @@ def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: st
     layers = req(cfg, path, "num_hidden_layers")
     full = _qwen_full_layers(cfg, path, layers)
     if full == layers:
-        raise DistscopeError(f"{path}: layer_types lists no linear_attention layer; not a hybrid")
+        why = "layer_types lists" if "layer_types" in cfg else f"full_attention_interval={cfg.get('full_attention_interval')} leaves"
+        raise DistscopeError(f"{path}: {why} no linear_attention layer; not a hybrid")
     mixer = LinearMixer(kind=MixerKind.GATED_DELTANET, layers=layers - full, attention_layers=full,
                         heads=req(cfg, path, "linear_num_value_heads"), head_dim=req(cfg, path, "linear_value_head_dim"),
                         key_heads=req(cfg, path, "linear_num_key_heads"), key_dim=req(cfg, path, "linear_key_head_dim"),
                         conv_kernel=opt(cfg, path, "linear_conv_kernel_dim", 4), chunk=64)
     moe = None
     if kind != "qwen3_5_text":
-        if cfg.get("decoder_sparse_step", 1) != 1 or cfg.get("mlp_only_layers"):
+        step, dense = cfg.get("decoder_sparse_step", 1), cfg.get("mlp_only_layers", [])
+        if isinstance(step, bool) or step != 1 or not isinstance(dense, list) or dense:
             raise DistscopeError(f"{path}: decoder_sparse_step={cfg.get('decoder_sparse_step')!r} / mlp_only_layers="
                                  f"{cfg.get('mlp_only_layers')!r} place dense layers among MoE ones; not modelled "
                                  "(need 1 and [])")
         width = req(cfg, path, "moe_intermediate_size")
         moe = MoESpec(experts=req(cfg, path, "num_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                       expert_ffn_hidden=width,
-                      shared_experts=_in_widths(path, opt(cfg, path, "shared_expert_intermediate_size", 0) or 0, width,
+                      shared_experts=_in_widths(path, _count(cfg, path, "shared_expert_intermediate_size"), width,
                                                 "shared_expert_intermediate_size"))
     ffn = opt(cfg, path, "intermediate_size", moe.expert_ffn_hidden if moe else 0)
     if not ffn:

@@ -130,6 +130,9 @@ class LinearMixer:
     key_dim: int
     conv_kernel: int = 4
     chunk: int = 64  # the scan's chunk (Mamba-2 chunk_size; FLA's Gated DeltaNet kernels: 64)
+    # each mixer and each FFN is a block of its own (Nemotron-H's pattern; Megatron's hybrid stack counts them
+    # all in --num-layers and checkpoints each), else a mixer and an FFN make one layer (Qwen3-Next)
+    separate_blocks: bool = False
 
     def __post_init__(self) -> None:
         for f in ("layers", "heads", "head_dim", "key_heads", "key_dim", "conv_kernel", "chunk"):
@@ -256,9 +259,9 @@ class ModelSpec:
     @property
     def blocks(self) -> int:
         """Megatron's --num-layers: the layers, or for a hybrid whose mixers and FFNs are separate blocks
-        (Nemotron-H: attention_share + linear_share != 1) its mixer and FFN blocks together."""
+        (Nemotron-H: LinearMixer.separate_blocks) its mixer and FFN blocks together."""
         m = self.linear_mixer
-        if m is None or m.layers + m.attention_layers == self.layers:
+        if m is None or not m.separate_blocks:
             return self.layers
         return self.layers + m.layers + m.attention_layers
 
