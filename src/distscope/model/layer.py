@@ -101,7 +101,8 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
                       attention: AttentionImpl, recompute: Recompute, precision: Precision, device: Device,
                       etp: int, routed_frac: float, fp8_attention: bool, scaling: Scaling, ep: int,
                       mixer: Mixer) -> LayerCost:
-    """`mixer`: the layer's token mixer (the FFN or MoE block is the same under each). `etp` is the expert tensor-parallel degree (0 = tp); `routed_frac` the routed tokens the busiest
+    """`mixer`: the layer's token mixer (the FFN or MoE block is the same under each). `etp` is the expert
+    tensor-parallel degree (0 = tp); `routed_frac` the routed tokens the busiest
     expert-parallel rank processes over the balanced share (model/routing.routed_load: the routing
     imbalance, capped by a capacity factor; below 1 tokens are dropped). Under a low-precision recipe the linear
     layers run FP8/FP4 GEMMs with Transformer Engine's quantization passes for `scaling` (model/fp8.py,

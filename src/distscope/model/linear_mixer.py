@@ -38,7 +38,7 @@ MISSING = ("no kernel benchmark of the {kind} chunked scan in data/kernels: pric
 
 def gemms(m: LinearMixer, T: float, h: int, tp: int) -> list[fp8.Linear]:
     """The input and output projections (module docstring); the input comes from a norm TE fuses the cast into."""
-    return [(T, (2 * m.width + 2 * m.key_width + m.gate_width) / tp, h, True), (T, h, m.width / tp, False)]
+    return [(T, m.in_width / tp, h, True), (T, h, m.width / tp, False)]
 
 
 def scan_flops(m: LinearMixer, T: float, tp: int) -> float:
@@ -84,6 +84,5 @@ def activation_bytes(m: LinearMixer, T: float, tp: int, e: float, gi: float) -> 
     counted by the caller), its output (the conv's input), the conv's output (the scan's input), the scan's
     output, the gated norm's output (out_proj's input, gi bytes) and the chunk states (fp32 heads·N·P per
     chunk)."""
-    proj = 2 * m.width + 2 * m.key_width + m.gate_width
     states = 4.0 * m.heads * m.key_dim * m.head_dim / m.chunk
-    return T * (e * (proj + m.width + 2 * m.key_width + m.width) + gi * m.width + states) / tp
+    return T * (e * (m.in_width + m.width + 2 * m.key_width + m.width) + gi * m.width + states) / tp

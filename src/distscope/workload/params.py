@@ -50,9 +50,10 @@ def linear_mixer_params(spec: ModelSpec) -> int:
     m = spec.linear_mixer
     assert m is not None
     h, W, K, c = spec.hidden, m.width, m.key_width, m.conv_kernel
+    proj = h * m.in_width + W * h  # in_proj and out_proj
     if m.kind is MixerKind.MAMBA2:
-        return h * (2 * W + 2 * K + m.heads) + (W + 2 * K) * (c + 1) + 3 * m.heads + W + W * h
-    return h * (2 * K + 2 * W) + h * 2 * m.heads + (2 * K + W) * c + 2 * m.heads + m.head_dim + W * h
+        return proj + (W + 2 * K) * (c + 1) + 3 * m.heads + W
+    return proj + (2 * K + W) * c + 2 * m.heads + m.head_dim
 
 
 def mixer_params(spec: ModelSpec) -> float:

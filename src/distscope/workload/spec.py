@@ -168,6 +168,11 @@ class LinearMixer:
         """Per-head scalars the input projection also makes: Mamba-2's dt; GDN's beta and decay (b, a)."""
         return self.heads * (1 if self.kind is MixerKind.MAMBA2 else 2)
 
+    @property
+    def in_width(self) -> int:
+        """The input projection's output: Mamba-2's z, x, B, C, dt; GDN's q, k, v, z and b, a."""
+        return 2 * self.width + 2 * self.key_width + self.gate_width
+
 
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
