@@ -137,8 +137,8 @@ def _check_supported(spec: ModelSpec, plan: Plan) -> None:
     why = None
     if spec.moe is not None or spec.mla is not None:
         why = "MoE/MLA models"
-    elif spec.linear_mixer is not None:
-        why = f"linear-mixer layers ({spec.linear_mixer.kind.value})"
+    elif spec.special_layers is not None:
+        why = spec.special_layers
     elif spec.mtp_layers:
         why = f"mtp_layers={spec.mtp_layers} (multi-token prediction modules)"
     elif plan.cp > 1 or plan.ep > 1 or plan.vp > 1:

@@ -30,7 +30,7 @@ from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
-from distscope.model import fp8, host, linear_mixer
+from distscope.model import fp8, host, refusal
 from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, head_cost, layer_cost
@@ -435,7 +435,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     closed form lies from 11% under to 6.6% over the full estimate (uneven stages), folded streams from
     25% under to 20% over it (benchmarks/screen_check.py); the Estimate says `screened`, and the planner
     estimates in full every candidate it keeps."""
-    if (why := linear_mixer.refusal(spec, plan)) is not None:
+    if (why := refusal.refusal(spec, plan)) is not None:
         raise DistscopeError(f"invalid plan: {why} [plan: {plan.degrees()}]")
     sw = software or DEFAULT_SOFTWARE
     rho = eff.OVERLAP_COST  # compute slowdown per second of communication hidden behind it
@@ -580,7 +580,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     share = 0.5 if placement is Placement.MIRROR else 1.0
     # model chunks a rank holds (per-micro-batch ZeRO traffic moves per chunk, around its own passes)
     chunks_per_rank = 2 if placement is Placement.MIRROR and pp > 1 else plan.vp
-    D_pp = T * spec.hidden * e / (tp if plan.sp else 1)
+    D_pp = T * spec.hidden * spec.residual_streams * e / (tp if plan.sp else 1)  # mHC sends its n streams
     p2p = collective_s(Collective.SEND_RECV, D_pp, g_pp) if g_pp is not None else 0.0
     p2p_per_mb = 2 * p2p * plan.vp if pp > 1 else 0.0
     # interleaved chunks pass from the last rank to the first: (pp-1)·tp·cp·dp ranks apart

@@ -26,12 +26,12 @@ import functools
 import math
 
 from distscope.dtypes import DType, Precision, Scaling
+from distscope.model import compressed_attention, fp8, kernel_data, linear_mixer, op_sac
 from distscope.model import efficiency as eff
-from distscope.model import fp8, kernel_data, linear_mixer, op_sac
 from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
 from distscope.system.device import Device
-from distscope.workload.spec import FfnKind, LocalAttention, LocalKind, ModelSpec, PositionKind
+from distscope.workload.spec import CompressedKind, FfnKind, LocalAttention, LocalKind, ModelSpec, PositionKind
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -75,6 +75,17 @@ class Mixer(enum.Enum):
     ATTENTION = "attention"
     LINEAR = "linear"  # the spec's LinearMixer (model/linear_mixer.py)
     NONE = "none"  # an FFN block alone
+    # DeepSeek-V4's attention layers (spec.compressed_attention, model/compressed_attention.py)
+    SLIDING = CompressedKind.SLIDING.value
+    SPARSE = CompressedKind.SPARSE.value
+    HEAVY = CompressedKind.HEAVY.value
+
+    @property
+    def compressed(self) -> CompressedKind | None:
+        return CompressedKind(self.value) if self.value in _COMPRESSED else None
+
+
+_COMPRESSED = {k.value for k in CompressedKind}
 
 
 @functools.lru_cache(maxsize=65536)
@@ -89,10 +100,13 @@ def layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int, cp: in
     blocks hold one mixer or one FFN each and mixers outnumber FFNs, as in Nemotron-H)."""
     args = (spec, moe_layer, b, s, tp, cp, sp, attention, recompute, precision, device, etp, routed_frac,
             fp8_attention, scaling, ep)
-    if spec.linear_mixer is None:
+    if spec.compressed_attention is not None:  # DeepSeek-V4: the mean over its three attention kinds
+        parts = tuple((w, Mixer(kind.value)) for w, kind in compressed_attention.shares(spec))
+    elif spec.linear_mixer is None:
         return _mixer_layer_cost(*args, Mixer.ATTENTION)
-    a, m = spec.attention_share, spec.linear_share
-    parts = ((a, Mixer.ATTENTION), (m, Mixer.LINEAR), (1.0 - a - m, Mixer.NONE))
+    else:
+        a, m = spec.attention_share, spec.linear_share
+        parts = ((a, Mixer.ATTENTION), (m, Mixer.LINEAR), (1.0 - a - m, Mixer.NONE))
     costs = [(w, _mixer_layer_cost(*args, mixer)) for w, mixer in parts if w != 0.0]
     return LayerCost(**{f.name: sum(w * getattr(c, f.name) for w, c in costs) for f in dataclasses.fields(LayerCost)})
 
@@ -127,10 +141,15 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     # linear layers (M, N, K, input comes from a norm/activation TE fuses the FP8 cast into)
     gemms: list[fp8.Linear] = []
     router: list[tuple[float, float, float]] = []  # GEMMs that stay in the activation dtype
+    ca, kind = spec.compressed_attention, mixer.compressed
     if mixer is Mixer.LINEAR:
         assert spec.linear_mixer is not None
         gemms += linear_mixer.gemms(spec.linear_mixer, T, h, tp)
         d_qk = d_v = spec.dhead
+    elif kind is not None:
+        assert ca is not None
+        d_qk = d_v = spec.dhead
+        gemms += compressed_attention.gemms(ca, kind, T, h, a_l, d_qk, tp)
     elif mixer is Mixer.NONE:
         d_qk = d_v = spec.dhead
     elif spec.mla is not None:
@@ -193,11 +212,13 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     gemm_flops = (sum(2.0 * M * N * K * (useful if i in routed_at else 1.0) for i, (M, N, K, _) in enumerate(gemms))
                   + sum(2.0 * M * N * K for M, N, K in router))
 
+    attends = mixer is Mixer.ATTENTION or kind is not None  # a softmax-attention mixer
     core_flops = 2.0 * b * a_l * s_q * s * (d_qk + d_v) if mixer is Mixer.ATTENTION else 0.0
     dropout = spec.bias  # GPT/BLOOM-style models train with dropout; Llama-style do not
     blocks = 1 if mixer is Mixer.NONE else 2  # a norm and a residual add per block, mixer and FFN
     el_bytes = T_el * h * blocks * (2 * e + ((3 * e + 1) if dropout else 3 * e)) + act_bytes
-    if spec.position is PositionKind.ROPE and mixer is Mixer.ATTENTION:
+    el_bytes += blocks * compressed_attention.hyper_connection_bytes(spec.residual_streams, T_el, h, e)
+    if spec.position is PositionKind.ROPE and attends:
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     if spec.attention_gate and mixer is Mixer.ATTENTION:  # sigmoid(gate) · output: read both, write one
         el_bytes += 3 * T * a_l * d_v * e
@@ -206,7 +227,14 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     share = band.layers / spec.layers if band is not None else 0.0  # the layer cost is the mean over the layers
     if band is not None:  # its layers' share of the model FLOPs counts the keys their queries attend to
         core_flops *= 1.0 - share * (1.0 - band.keys_per_query(s) / ((s + 1) / 2))
-    if mixer is not Mixer.ATTENTION:
+    if kind is not None:  # DeepSeek-V4's fused sparse kernels whatever the plan's attention implementation
+        assert ca is not None
+        core_flops = (compressed_attention.core_flops(ca, kind, b, s_q, s, a_l, d_qk)
+                      + compressed_attention.indexer_flops(ca, kind, T, s, tp))
+        attn_fwd_s, attn_bwd_s = compressed_attention.core_s(ca, kind, device, attn_dtype, gemm_dtype, b, s_q, s,
+                                                             a_l, d_qk, tp, attention.kernel or "cudnn")
+        el_bytes += compressed_attention.elementwise_bytes(ca, kind, T, a_l, d_qk, e)
+    elif mixer is not Mixer.ATTENTION:
         attn_fwd_s = attn_bwd_s = softmax_bytes = 0.0
         if mixer is Mixer.LINEAR:
             lm = spec.linear_mixer

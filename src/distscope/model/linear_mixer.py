@@ -28,9 +28,8 @@ from __future__ import annotations
 from distscope.dtypes import DType
 from distscope.model import efficiency as eff
 from distscope.model import fp8
-from distscope.plan import Plan, Recompute
 from distscope.system.device import Device
-from distscope.workload.spec import LinearMixer, MixerKind, ModelSpec
+from distscope.workload.spec import LinearMixer, MixerKind
 
 MISSING = ("no kernel benchmark of the {kind} chunked scan in data/kernels: priced at the efficiency of causal "
            "attention over one {chunk}-token chunk")
@@ -48,18 +47,6 @@ def scan_flops(m: LinearMixer, T: float, tp: int) -> float:
     if m.kind is MixerKind.MAMBA2:
         return T * 2.0 * (Q * N * G + Q * P * H + 2 * N * P * H)
     return T * 2.0 * H * (3 * Q * N + 2 * Q * P + 3 * N * P)
-
-
-def refusal(spec: ModelSpec, plan: Plan) -> str | None:
-    """Why `plan` cannot run, or is not priced, for a hybrid `spec` (None: it is): the mixer's own layout
-    rules (LinearMixer.refusal) and torchtitan's per-op selective checkpointing, whose saved and recomputed
-    ops (model/op_sac.py) are a transformer block's."""
-    m = spec.linear_mixer
-    if m is None:
-        return None
-    if plan.recompute is Recompute.SELECTIVE_OP:
-        return f"recompute=selective-op (torchtitan's per-op checkpointing) is not modelled for {m.kind.value} layers"
-    return m.refusal(plan.tp, plan.cp)
 
 
 def scan_s(m: LinearMixer, device: Device, dtype: DType, T: float, tp: int) -> tuple[float, float]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from distscope.model import linear_mixer, op_sac
+from distscope.model import compressed_attention, linear_mixer, op_sac
 from distscope.model.routing import routed_load
 from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
@@ -67,9 +67,9 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
     r = 1.0 / tp if plan.sp else 1.0
     h = spec.hidden
     if rc is Recompute.FULL:  # each block's input (a hybrid of separate blocks checkpoints each: spec.blocks)
-        per_layer = e * T * h * r
+        per_layer = e * T * h * r * spec.residual_streams  # mHC: the n-stream residual
         return per_layer if spec.blocks == spec.layers else per_layer * spec.blocks / spec.layers
-    if rc is Recompute.SELECTIVE_OP:  # torchtitan's per-op checkpointing: transformers only (linear_mixer.refusal)
+    if rc is Recompute.SELECTIVE_OP:  # torchtitan's per-op checkpointing: transformers only (model/refusal.py)
         M_e = fe_e = 0.0
         if moe_layer:
             assert spec.moe is not None
@@ -77,7 +77,8 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
             fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
         return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
     attn, mix, ffn = _saved_parts(spec, moe_layer, T, s, plan, rc)
-    return spec.attention_share * attn + spec.linear_share * mix + ffn  # a transformer: a = 1, m = 0
+    hc = 2 * (spec.residual_streams - 1) * e * T * h * r  # mHC: each block's n-stream residual, not one stream
+    return spec.attention_share * attn + spec.linear_share * mix + ffn + hc  # a transformer: a = 1, m = 0
 
 
 def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
@@ -116,6 +117,8 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
     else:
         core = T * a_l * s * ((2 * e + 1) if mask else e)
     attn = block_in + T * h * r * mask + e * T * (q_l + 2 * g_l) * d + gi * T * a_l * d + core
+    if (ca := spec.compressed_attention) is not None:
+        attn += compressed_attention.activation_bytes(spec, ca, T, tp, e, gi)
     lm = spec.linear_mixer
     mix = 0.0 if lm is None else block_in + linear_mixer.activation_bytes(lm, T, tp, e, gi)
     return attn, mix, block_in + T * h * r * mask + ffn

@@ -25,6 +25,9 @@ def models_cmd() -> None:
         attn = s.attention.value + ("" if band is None else f", {band.layers} {band.kind.value} {band.size}")
         if (lm := s.linear_mixer) is not None:  # a hybrid: how many mixers of each kind
             attn = f"{lm.attention_layers} {s.attention.value} + {lm.layers} {lm.kind.value}"
+        if (ca := s.compressed_attention) is not None:  # DeepSeek-V4: its layers of each kind
+            rest = s.layers - ca.sparse_layers - ca.heavy_layers
+            attn = f"{rest} window {ca.window} + {ca.sparse_layers} csa + {ca.heavy_layers} hca"
         t.add_row(k, f"{total_params(s) / 1e9:.1f}B", f"{active_params(s) / 1e9:.1f}B", str(s.layers), str(s.hidden),
                   f"{s.heads}/{s.kv_heads}", f"{s.ffn.value} {s.ffn_hidden}", attn, moe, str(s.vocab))
     out.print(t)

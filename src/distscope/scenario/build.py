@@ -124,6 +124,10 @@ def check_seq(spec: ModelSpec, seq: int) -> None:
         from distscope.model.linear_mixer import MISSING
 
         warn(f"model {spec.name}: " + MISSING.format(kind=lm.kind.value, chunk=lm.chunk))
+    if spec.compressed_attention is not None:
+        from distscope.model import compressed_attention
+
+        warn(f"model {spec.name}: " + compressed_attention.MISSING)
     if spec.max_positions and seq > spec.max_positions:  # the catalog's (or config.json's) context window
         warn(f"--seq={seq} is beyond model {spec.name}'s context of {spec.max_positions} tokens "
              f"({seq / spec.max_positions:.0f}x); predicted as if it ran")
@@ -249,7 +253,7 @@ def build_plan(flags: PlanFlags, spec: ModelSpec, shape: TrainingShape, cluster:
     plan.check(layers=spec.layers, heads=spec.heads, kv_heads=spec.kv_heads,
                experts=spec.moe.experts if spec.moe else 0, seq_len=shape.seq_len,
                global_batch=shape.global_batch, num_gpus=cluster.num_gpus, gpus_per_node=cluster.gpus_per_node)
-    from distscope.model.linear_mixer import refusal
+    from distscope.model.refusal import refusal
 
     if (why := refusal(spec, plan)) is not None:
         raise DistscopeError(f"invalid plan: {why} [plan: {plan.degrees()}]")

@@ -184,9 +184,8 @@ def plan_cmd(
         from distscope.fabric.network import fabric_choice
 
         on_fabric = fabric_choice(fabric, routing, seed, c.name, c.num_gpus, cc)
-    if simulate_top and spec.linear_mixer is not None:
-        warn(f"--simulate-top skipped: the simulator does not model {spec.linear_mixer.kind.value} (hybrid) layers; "
-             "ranking by the estimate")
+    if simulate_top and spec.special_layers is not None:
+        warn(f"--simulate-top skipped: the simulator does not model {spec.special_layers}; ranking by the estimate")
     elif simulate_top and c.num_gpus > RERANK_MAX_GPUS:
         warn(f"--simulate-top skipped: {c.num_gpus:,} GPUs > {RERANK_MAX_GPUS:,} (the simulator's cost grows with "
              "the data-parallel group); ranking by the estimate")

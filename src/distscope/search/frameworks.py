@@ -70,6 +70,11 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
                        "with pp > 1, an interleaved schedule")
         if plan.moe_dispatcher is MoeDispatcher.DEEPEP and plan.capacity_factor is not None:
             out.append("Megatron's DeepEP dispatcher (--moe-token-dispatcher-type flex) is dropless: no capacity factor")
+        if spec.compressed_attention is not None:
+            # DSv4HybridSelfAttention, mHC and hash routing are on Megatron-LM's dev branch (Megatron Bridge's
+            # DeepSeek-V4 README); the arguments distscope checks against are main's
+            out.append("distscope does not emit DeepSeek-V4's attention and hyper-connection arguments (Megatron-LM's "
+                       "dev branch only)")
         if spec.blocks != spec.layers:
             # Megatron's hybrid (pretrain_mamba.py) counts blocks, one mixer or one FFN each, in --num-layers,
             # its pipeline split and its recompute; distscope's layers are the FFN blocks (workload/spec.py)

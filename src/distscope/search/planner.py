@@ -214,7 +214,7 @@ class _Search:
         tries = []
         if plan.attention is AttentionImpl.UNFUSED and self.space.selective_recompute:
             tries.append(Recompute.SELECTIVE)
-        if self.space.framework is Framework.TORCHTITAN and self.spec.linear_mixer is None:
+        if self.space.framework is Framework.TORCHTITAN and self.spec.special_layers is None:
             tries.append(Recompute.SELECTIVE_OP)  # torchtitan's per-op selective checkpointing (model/op_sac.py)
         for rc in tries:
             sel = dataclasses.replace(plan, recompute=rc)

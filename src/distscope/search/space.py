@@ -143,14 +143,13 @@ class Layout:
 def tp_values(space: SearchSpace, spec: ModelSpec, cluster: Cluster) -> list[int]:
     cap = space.max_tp or cluster.gpus_per_node
     vals = space.tp or tuple(_divisors(cluster.num_gpus, cap))
-    lm = spec.linear_mixer
     return [t for t in vals if t <= cap and cluster.num_gpus % t == 0 and spec.heads % t == 0
-            and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0) and (lm is None or lm.refusal(t, 1) is None)]
+            and (spec.kv_heads % t == 0 or t % spec.kv_heads == 0) and spec.layout_refusal(t, 1) is None]
 
 
 def cp_values(space: SearchSpace, shape: TrainingShape, rest: int, spec: ModelSpec | None = None) -> list[int]:
     vals = space.cp or tuple(_divisors(rest, space.max_cp))
-    top = 1 if spec is not None and spec.linear_mixer is not None else rest  # no CP over a recurrence (LinearMixer)
+    top = 1 if spec is not None and spec.layout_refusal(1, 2) is not None else rest  # CP not priced (a recurrence, DSv4)
     return [c for c in vals if rest % c == 0 and c <= top and (c == 1 or shape.seq_len % (2 * c) == 0)]
 
 

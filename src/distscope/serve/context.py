@@ -33,6 +33,9 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int, window: int 
         lm = spec.linear_mixer
         raise DistscopeError(f"model {spec.name}: serving its {lm.layers} {lm.kind.value} layers is not modelled (a "
                              "fixed recurrent state replaces their KV cache); `distscope estimate` and `plan` price their training")
+    if spec.compressed_attention is not None:
+        raise DistscopeError(f"model {spec.name}: serving DeepSeek-V4's compressed attention (CSA/HCA) is not "
+                             "modelled; `distscope estimate` and `plan` price its training")
     if spec.moe is not None and spec.moe.latent:
         raise DistscopeError(f"model {spec.name}: serving LatentMoE (latent={spec.moe.latent}) is not modelled; "
                              "`distscope estimate` and `plan` price its training")

@@ -198,9 +198,9 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     (software/presets.py). Compressed communication moves its wire bytes and adds its quantize/dequantize
     passes as compute where the estimator charges them (estimate.compressed_wire; `quant_GBps` as
     estimate's)."""
-    if spec.linear_mixer is not None:  # its layers' TP points and costs are means over blocks (model/layer.py)
-        raise DistscopeError(f"model {spec.name}: a trace of its plan does not model {spec.linear_mixer.kind.value} "
-                             "(hybrid) layers; `distscope estimate` prices them")
+    if spec.special_layers is not None:  # its layers' TP points and costs are means over kinds (model/layer.py)
+        raise DistscopeError(f"model {spec.name}: a trace of its plan does not model {spec.special_layers}; "
+                             "`distscope estimate` prices them")
     sw = software or DEFAULT_SOFTWARE
     dev = cluster.device
     prec = plan.precision

@@ -11,6 +11,7 @@ from typing import Any
 from distscope.errors import DistscopeError, closest
 from distscope.workload.embedding import is_dlrm_ref
 from distscope.workload.spec import (
+    CompressedAttention,
     FfnKind,
     LinearMixer,
     LocalAttention,
@@ -52,6 +53,8 @@ def spec_from_dict(name: str, d: dict[str, Any]) -> ModelSpec:
             raise DistscopeError(f"model {name}: linear_mixer.kind: {exc}; valid: "
                                  f"{', '.join(k.value for k in MixerKind)}") from None
         d["linear_mixer"] = LinearMixer(**lm)
+    if d.get("compressed_attention"):
+        d["compressed_attention"] = CompressedAttention(**d["compressed_attention"])
     return ModelSpec(name=name, **d)
 
 

@@ -1,5 +1,6 @@
 """Build a ModelSpec from a Hugging Face `config.json` (Llama, Mistral/Mixtral, Qwen2/Qwen3, GPT-2, GPT-NeoX;
-the MoE families of 2025-26 in hf_moe.py: Qwen3-MoE, DeepSeek-V3, Kimi K2, GPT-OSS, Llama 4; the hybrids with
+the MoE families of 2025-26 in hf_moe.py: Qwen3-MoE, DeepSeek-V3, Kimi K2, GPT-OSS, Llama 4; DeepSeek-V4 in
+hf_deepseek_v4.py; the hybrids with
 linear-recurrence layers in hf_hybrid.py: Qwen3-Next and Qwen3.5, Nemotron-H and Nemotron 3).
 
 Only the architecture fields are read; no weights are loaded. Sliding-window and chunked layers
@@ -22,10 +23,11 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.userfile import read_text
 from distscope.workload import hf_hybrid
+from distscope.workload.hf_deepseek_v4 import load_deepseek_v4
 from distscope.workload.hf_moe import FAMILIES, load_moe
 from distscope.workload.spec import FfnKind, LocalAttention, LocalKind, ModelSpec, MoESpec, NormKind, PositionKind
 
-_SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gpt2", "gpt_neox", *FAMILIES, "llama4",
+_SUPPORTED = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gpt2", "gpt_neox", *FAMILIES, "deepseek_v4", "llama4",
               *hf_hybrid.FAMILIES, *hf_hybrid.WRAPPERS)
 # Sizes above 2**53 are not exact as floats, which is what the estimator computes in.
 _MAX_INT = 2**53
@@ -105,6 +107,8 @@ def load_hf_config(path: str) -> ModelSpec:
         cfg, kind = text, wrapped[kind]
     if kind in hf_hybrid.FAMILIES:
         return hf_hybrid.load_hybrid(cfg, path, kind, p.parent.name or p.stem, str(p))
+    if kind == "deepseek_v4":
+        return load_deepseek_v4(cfg, path, p.parent.name or p.stem, str(p))
     context = _int(cfg, path, "max_position_embeddings")  # the context window (0 = not stated)
     if kind == "gpt2":
         h = _req(cfg, path, "n_embd")

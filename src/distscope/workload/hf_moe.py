@@ -37,15 +37,16 @@ FAMILIES = tuple(READ)
 _MOE_LIKE = re.compile(r"expert|moe|router|topk|top_k|dense_replace|nextn|sparse_step|mlp_only", re.IGNORECASE)
 
 
-def check_moe_fields(cfg: dict[str, Any], path: str, kind: str) -> None:
-    """Refuse an MoE-looking field this family does not read (module doc)."""
+def check_moe_fields(cfg: dict[str, Any], path: str, kind: str, read: set[str] | None = None) -> None:
+    """Refuse an MoE-looking field this family does not read (module doc); `read`: the family's fields
+    when it is not one of READ's."""
     from distscope.workload.hf import _show as show
 
-    known = READ[kind] | _ROUTING
+    own = READ[kind] if read is None else read
     for key, value in cfg.items():
-        if _MOE_LIKE.search(key) and key not in known:
+        if _MOE_LIKE.search(key) and key not in own | _ROUTING:
             raise DistscopeError(f"{path}: {key}={show(value)} is an MoE field distscope does not model for "
-                                 f"model_type={kind}; it reads {', '.join(sorted(READ[kind]))}")
+                                 f"model_type={kind}; it reads {', '.join(sorted(own))}")
 
 
 def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], tied: bool) -> ModelSpec:

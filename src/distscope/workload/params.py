@@ -6,6 +6,13 @@ Per layer (h hidden, d head dim, a heads, g kv heads, f FFN hidden):
   FFN        2·h·f (GELU, squared ReLU) or 3·h·f (SwiGLU)         (+ biases)
   norms      2 per layer, 2h (LayerNorm) or h (RMSNorm)
   output gate  h·a·d more in q (Qwen3-Next's attn_output_gate)
+  DeepSeek-V4 (spec.compressed_attention; reference inference/model.py; q_r, o_r ranks, G o_groups, c = 2 in
+             CSA layers else 1, i × d_i the indexer's heads)  wq_a h·q_r + q_norm q_r + wq_b q_r·a·d + wkv h·d
+             + kv_norm d + wo_a a·d·o_r (G groups of a·d/G -> o_r) + wo_b G·o_r·h + attn_sink a; a CSA or
+             HCA layer's compressor 2·h·c·d + ape r·c·d (fp32) + norm d; a CSA layer's indexer
+             q_r·i·d_i + h·i + its compressor 2·h·2·d_i + ape 4·2·d_i + norm d_i
+  mHC        (spec.residual_streams n > 1) per block (mixer and FFN) fn (n + 2)·n·n·h, base (n + 2)·n and 3
+             scales; the output head's fn n·n·h, base n and 1 scale
 Linear mixers (hybrid models, spec.linear_mixer; W = heads·head_dim, K = key_heads·key_dim, c the conv kernel):
   Mamba-2 (mamba_ssm / Megatron MambaMixer)  in_proj h·(2W + 2K + heads) (z, x, B, C, dt), depthwise conv
                (W + 2K)·(c + 1) with bias, dt_bias, A_log and D (heads each), gated norm W, out_proj W·h
@@ -20,7 +27,7 @@ For GPT this reproduces Narayanan et al. 2021, eq. 2: P = 12lh²(1 + 13/(12h) + 
 
 from __future__ import annotations
 
-from distscope.workload.spec import FfnKind, MixerKind, ModelSpec, NormKind
+from distscope.workload.spec import CompressedKind, FfnKind, MixerKind, ModelSpec, NormKind
 
 
 def norm_params(spec: ModelSpec) -> int:
@@ -45,6 +52,28 @@ def attention_params(spec: ModelSpec) -> int:
     return weights + biases
 
 
+def compressed_attention_params(spec: ModelSpec) -> float:
+    """A DeepSeek-V4 attention layer's weights, the mean over its sliding, CSA and HCA layers (module docstring)."""
+    ca = spec.compressed_attention
+    assert ca is not None
+    h, a, d, q_r = spec.hidden, spec.heads, spec.dhead, ca.q_lora_rank
+    own = h * q_r + q_r + q_r * a * d + h * d + d + a * d * ca.o_lora_rank + ca.o_groups * ca.o_lora_rank * h + a
+
+    def compressor(kind: CompressedKind, width: int) -> int:
+        c = ca.coff(kind)
+        return 2 * h * c * width + ca.ratio(kind) * c * width + width
+
+    sparse = compressor(CompressedKind.SPARSE, d) + q_r * ca.index_heads * ca.index_dim + h * ca.index_heads
+    sparse += compressor(CompressedKind.SPARSE, ca.index_dim)
+    return own + (ca.sparse_layers * sparse + ca.heavy_layers * compressor(CompressedKind.HEAVY, d)) / spec.layers
+
+
+def hyper_connection_params(spec: ModelSpec) -> int:
+    """mHC's weights of one layer, its mixer's and its FFN's (module docstring); 0 for a plain residual."""
+    n = spec.residual_streams
+    return 0 if n == 1 else 2 * ((n + 2) * n * (n * spec.hidden + 1) + 3)
+
+
 def linear_mixer_params(spec: ModelSpec) -> int:
     """One linear-recurrence mixer's weights (module docstring), without its norm."""
     m = spec.linear_mixer
@@ -59,6 +88,8 @@ def linear_mixer_params(spec: ModelSpec) -> int:
 def mixer_params(spec: ModelSpec) -> float:
     """A layer's token-mixer weights with the mixer's norm: attention, or for a hybrid the mean over its
     attention and linear mixers (module docstring)."""
+    if spec.compressed_attention is not None:
+        return compressed_attention_params(spec) + norm_params(spec)
     own = attention_params(spec) + norm_params(spec)
     if spec.linear_mixer is None:
         return own
@@ -82,7 +113,7 @@ def expert_params_per_moe_layer(spec: ModelSpec) -> int:
 def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
     """Weights of one layer that every expert-parallel rank holds (mixer, norms, router, shared); a hybrid
     model's is the mean over its layers (mixer_params)."""
-    common = mixer_params(spec) + norm_params(spec)
+    common = mixer_params(spec) + norm_params(spec) + hyper_connection_params(spec)
     if not moe_layer:
         return common + ffn_params(spec, spec.ffn_hidden)
     assert spec.moe is not None
@@ -115,8 +146,10 @@ def embedding_params(spec: ModelSpec) -> int:
 
 
 def head_params(spec: ModelSpec) -> int:
-    """Final norm plus the LM head (zero extra when tied to the embedding)."""
-    return norm_params(spec) + (0 if spec.tied_embeddings else spec.vocab * spec.hidden)
+    """Final norm plus the LM head (zero extra when tied to the embedding), and mHC's output contraction."""
+    n = spec.residual_streams
+    hc = 0 if n == 1 else n * (n * spec.hidden + 1) + 1
+    return norm_params(spec) + (0 if spec.tied_embeddings else spec.vocab * spec.hidden) + hc
 
 
 def mtp_own_params(spec: ModelSpec) -> int:

@@ -174,6 +174,94 @@ class LinearMixer:
         return 2 * self.width + 2 * self.key_width + self.gate_width
 
 
+class CompressedKind(enum.Enum):
+    """A DeepSeek-V4 attention layer's kind (HF `compress_ratios`: 0, 4, 128 for Flash and Pro)."""
+
+    SLIDING = "sliding"  # ratio 0: the sliding window alone
+    SPARSE = "sparse"  # CSA: the window plus the indexer's top-k of the compressed prefix
+    HEAVY = "heavy"  # HCA: the window plus every entry of a heavily compressed prefix
+
+
+@cached_hash
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompressedAttention:
+    """DeepSeek-V4's hybrid attention (DeepSeek-V4 model card and reference inference/model.py; Megatron-Core
+    DSv4HybridSelfAttention). One shared key-value head of the model's head_dim (K = V) and `heads` query
+    heads; every layer attends a sliding `window` of raw keys. In `sparse_layers` (CSA, compress ratio
+    `sparse_ratio`) a Compressor pools every `sparse_ratio` tokens into one entry (overlapping windows:
+    its projections are twice as wide) and a lightning indexer (`index_heads` × `index_dim`, queries from
+    q_lora) picks `topk` of them per query; in `heavy_layers` (HCA, ratio `heavy_ratio`) a query attends every
+    compressed entry of its prefix; the other layers attend the window alone. Queries come through a
+    low-rank `q_lora_rank`; the output through `o_groups` grouped projections to `o_lora_rank` each, then
+    one o_groups·o_lora_rank -> h projection."""
+
+    window: int
+    sparse_layers: int
+    heavy_layers: int
+    topk: int
+    index_heads: int
+    index_dim: int
+    q_lora_rank: int
+    o_lora_rank: int
+    o_groups: int
+    sparse_ratio: int = 4
+    heavy_ratio: int = 128
+
+    def __post_init__(self) -> None:
+        for f in ("window", "topk", "index_heads", "index_dim", "q_lora_rank", "o_lora_rank", "o_groups",
+                  "sparse_ratio", "heavy_ratio"):
+            if getattr(self, f) < 1:
+                raise DistscopeError(f"compressed_attention.{f}={getattr(self, f)} must be >= 1")
+        if self.sparse_layers < 0 or self.heavy_layers < 0:
+            raise DistscopeError(f"compressed_attention: sparse_layers={self.sparse_layers} and "
+                                 f"heavy_layers={self.heavy_layers} must be >= 0")
+
+    def coff(self, kind: CompressedKind) -> int:
+        """The compressor's width multiple: 2 where its windows overlap (ratio 4, the reference's
+        `overlap = compress_ratio == 4`), else 1."""
+        return 2 if self.ratio(kind) == 4 else 1
+
+    def ratio(self, kind: CompressedKind) -> int:
+        return {CompressedKind.SLIDING: 0, CompressedKind.SPARSE: self.sparse_ratio,
+                CompressedKind.HEAVY: self.heavy_ratio}[kind]
+
+    def keys_per_query(self, kind: CompressedKind, s: int) -> float:
+        """Mean keys a query attends to over a causal sequence of s tokens: query i (1-based) sees
+        min(i, window) raw keys plus its compressed entries (compressed_per_query), as the reference's
+        get_window_topk_idxs, get_compress_topk_idxs and Indexer.forward select them."""
+        w = self.window
+        raw = (s + 1) / 2 if s <= w else (w * (w + 1) / 2 + (s - w) * w) / s
+        return raw + self.compressed_per_query(kind, s)
+
+    def compressed_per_query(self, kind: CompressedKind, s: int, selected: bool = True) -> float:
+        """Mean compressed entries a query attends to: ⌊i/r⌋ under HCA, min(topk, ⌊i/r⌋) under CSA (all
+        ⌊i/r⌋ of them when not `selected`: what the indexer scores), 0 in a sliding layer; summed in
+        closed form, Σ_{i≤n} ⌊i/r⌋ = r·q(q − 1)/2 + q·(n − q·r + 1) with q = ⌊n/r⌋."""
+        if kind is CompressedKind.SLIDING:
+            return 0.0
+        r = self.ratio(kind)
+
+        def floors(n: int) -> int:
+            q = n // r
+            return r * q * (q - 1) // 2 + q * (n - q * r + 1)
+
+        if kind is CompressedKind.HEAVY or not selected:
+            return floors(s) / s
+        cut = min(s, r * (self.topk + 1) - 1)  # beyond it every query takes the whole top-k
+        return (floors(cut) + self.topk * (s - cut)) / s
+
+    def refusal(self, tp: int, cp: int) -> str | None:
+        """Why a tp × cp layout is not priced (None: it is). TP splits the query heads and the output groups
+        (the reference's n_local_groups); the compressors' and the indexer's state crossing context-parallel
+        ranks is not modelled (every published DeepSeek-V4 recipe runs cp=1)."""
+        if cp > 1:
+            return f"cp={cp}: context parallelism over DeepSeek-V4's compressed attention is not modelled (use cp=1)"
+        if self.o_groups % tp or self.index_heads % tp:
+            return (f"tp={tp} must divide compressed_attention o_groups={self.o_groups} and "
+                    f"index_heads={self.index_heads}")
+        return None
+
+
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MLASpec:
@@ -213,6 +301,10 @@ class ModelSpec:
     local_attention: LocalAttention | None = None  # sliding-window or chunked layers (None: all layers full)
     linear_mixer: LinearMixer | None = None  # hybrid models: linear-recurrence mixers in some layers
     attention_gate: bool = False  # a sigmoid output gate on attention (Qwen3-Next's attn_output_gate): q_proj 2x
+    compressed_attention: CompressedAttention | None = None  # DeepSeek-V4's sliding / CSA / HCA layers
+    # manifold-constrained hyper-connections (mHC; DeepSeek-V4 hc_mult, Megatron mhc_num_residual_streams):
+    # the residual is this many streams of h, mixed before and after each mixer and FFN; 1 = a plain residual
+    residual_streams: int = 1
     official_params: float = 0.0  # published total parameter count, for tests
     official_params_precision: float = 0.0  # the published figure's rounding unit (e.g. 0.1e9 for "1.7B")
     source: str = ""
@@ -234,6 +326,18 @@ class ModelSpec:
                                  f"layers={self.layers}")
         if self.linear_mixer is not None and self.local_attention is not None:
             raise DistscopeError(f"model {self.name}: linear_mixer and local_attention together are not modelled")
+        if (ca := self.compressed_attention) is not None:
+            if ca.sparse_layers + ca.heavy_layers > self.layers:
+                raise DistscopeError(f"model {self.name}: compressed_attention sparse_layers + heavy_layers = "
+                                     f"{ca.sparse_layers + ca.heavy_layers} exceeds layers={self.layers}")
+            if self.kv_heads != 1 or self.mla is not None or self.linear_mixer is not None or self.local_attention:
+                raise DistscopeError(f"model {self.name}: compressed_attention needs kv_heads=1 (one shared "
+                                     "key-value head) and no mla, linear_mixer or local_attention")
+            if self.heads % ca.o_groups:
+                raise DistscopeError(f"model {self.name}: heads={self.heads} not divisible by "
+                                     f"compressed_attention.o_groups={ca.o_groups}")
+        if self.residual_streams < 1:
+            raise DistscopeError(f"model {self.name}: residual_streams={self.residual_streams} must be >= 1")
         if self.position is PositionKind.LEARNED and self.max_positions < 1:
             raise DistscopeError(f"model {self.name}: learned positions need max_positions >= 1")
 
@@ -269,6 +373,24 @@ class ModelSpec:
         if m is None or not m.separate_blocks:
             return self.layers
         return self.layers + m.layers + m.attention_layers
+
+    @property
+    def special_layers(self) -> str | None:
+        """The layers only the analytical estimator prices (the simulator, serving and the trace price
+        transformer layers), named for an error; None for a transformer."""
+        if self.linear_mixer is not None:
+            return f"linear-mixer layers ({self.linear_mixer.kind.value})"
+        if self.compressed_attention is not None:
+            return "DeepSeek-V4 compressed attention (CSA/HCA)"
+        return None
+
+    def layout_refusal(self, tp: int, cp: int) -> str | None:
+        """Why a tp × cp layout is not priced for this architecture (None: it is)."""
+        if self.linear_mixer is not None:
+            return self.linear_mixer.refusal(tp, cp)
+        if self.compressed_attention is not None:
+            return self.compressed_attention.refusal(tp, cp)
+        return None
 
     @property
     def expert_width(self) -> int:
