@@ -419,10 +419,10 @@ for rid, system, n, seg, prec, lay, tflops, extra in (
 # (26.04, 26.06) are kept apart for independent checks.
 E9 = "E9 Megatron-Bridge perf summary 25.11 (Blackwell + MoE)"
 E9_SW = dict(framework="Megatron-Bridge / NeMo 25.11", software="megatron-bridge-2025")
-# GPT-OSS 120B (openai/gpt-oss-120b config.json): 36 layers, 2880 wide, 64 heads of 64, 8 KV heads, 128 experts
-# top-4 of width 2880, vocab 201088; every second layer attends over a 128-token sliding window, which the
-# columns cannot say: priced as full causal attention (an over-estimate of those layers' attention)
-GPT_OSS_120B = dict(model="GPT-OSS 120B", arch="llama", params_B=117, layers=36, hidden=2880, heads=64, head_dim=64,
+# GPT-OSS 120B: the catalog's gpt-oss-120b (openai/gpt-oss-120b config.json: 36 layers, 2880 wide, 64 heads of 64,
+# 8 KV heads, 128 experts top-4 of width 2880, vocab 201088), whose 128-token sliding window on every second layer
+# is priced as local attention
+GPT_OSS_120B = dict(model="gpt-oss-120b", arch="catalog", params_B=117, layers=36, hidden=2880, heads=64, head_dim=64,
                     kv_heads=8, ffn_hidden=2880, ffn_act="swiglu", vocab=201088, experts=128, top_k=4,
                     moe_ffn_hidden=2880, shared_experts=0, moe_dense_layers=0, etp=1)
 # Qwen/Qwen3-30B-A3B config.json: 48 layers, 2048 wide, 32 heads of 128, 4 KV heads, 128 experts top-8 of 768
@@ -530,6 +530,26 @@ for nodes, lbs, tps in ((1, 8, 14796), (2, 8, 14380), (4, 8, 14276), (8, 8, 1410
                     + ("strong-scaling table" if lbs == 8 else "weak-scaling table (LBS 10)"))
     add(**row)
 
+
+# ---- E8 (continued): the model zoo's Qwen3-Next-80B-A3B run, added once its Gated DeltaNet layers were expressible
+row = dict(run_id="E8-Qwen3-Next-80B-EP32-PP4-bf16", source=E8, model="qwen3-next-80b-a3b", arch="catalog",
+           params_B=79.7, layers=48, hidden=2048, heads=16, kv_heads=2, ffn_hidden=5120, ffn_act="swiglu", vocab=151936,
+           seq_len=4096, global_batch=256, micro_batch=1, tp=1, pp=4, vp=3, dp=32, cp=1, ep=32, sequence_parallel=0,
+           zero_stage=0, distributed_optimizer=1, overlap="dp,pp", recompute="selective", precision="bf16",
+           num_gpus=128, **DGX_H100, framework="Megatron-Core (dev, MoE model zoo)", software="megatron-core-2025",
+           schedule="interleaved-1f1b", experts=512, top_k=10, moe_ffn_hidden=512, shared_experts=1,
+           moe_dense_layers=0, etp=1, head_dim=256, moe_dispatcher="deepep", mtp_layers=1, moe_balance="forced")
+row["measured_step_time_s"] = 2.2
+row["step_time_basis"] = "iteration time as printed ('Step time (sec)' column)"
+row["reported"] = "2.2 s/step"
+row["notes"] = ("Qwen3-Next-80B-A3B (36 Gated DeltaNet + 12 gated-attention layers, model_configs/benchmarking/"
+                "Qwen3-Next-80B-A3B.yaml); 128 H100, InfiniBand 8x50 GB/s per node; 89 TFLOP/s per GPU as printed; "
+                "uniform split, 4 layers per virtual stage (runtime.conf: 48 layers, no embedding/loss accounting); "
+                "recompute 'norm, act, shared_expert' = selective layernorm + moe_act + shared_experts modules (the "
+                "shared expert's recomputed GEMMs are not priced); cross-node EP32, DeepEP, "
+                "--moe-router-force-load-balancing (best_practice/qwen3/run_next_80b.sh), GA 8, one MTP layer, code "
+                "dev(bbc762d5); the readme: 'not well tuned'")
+add(**row)
 
 def main() -> None:
     with OUT.open("w", newline="") as f:

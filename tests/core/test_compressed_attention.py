@@ -121,6 +121,11 @@ def test_import_matches_the_catalog(tmp_path: Path) -> None:
     ({"n_group_experts": 4}, "n_group_experts=4 is an MoE field"),
     ({"o_groups": 6}, "o_groups"),
     ({"index_topk": 0}, "index_topk=0"),
+    ({"num_experts_per_tok": 300}, "moe.top_k=300 must be in 1..experts=256"),
+    ({"mlp_only_layers": [0, 1]}, "mlp_only_layers=[0, 1]"),
+    ({"layer_types": ["sliding_attention", "full_attention"] * 22}, "layer_types entry"),
+    ({"layer_types": ["compressed_sparse_attention"] * 43, "compress_rates": {"compressed_sparse_attention": "4"}},
+     "compress_rates['compressed_sparse_attention']"),
 ])
 def test_bad_configs_get_one_line(tmp_path: Path, change: dict, says: str) -> None:
     cfg = dict(FLASH, **change)
@@ -178,7 +183,7 @@ def test_layouts_and_verbs_it_does_not_model_are_refused() -> None:
     spec = get_model("deepseek-v4-flash")
     assert refusal(spec, Plan(dp=8, ep=8)) is None
     assert "cp=2" in refusal(spec, Plan(dp=4, cp=2, ep=8))
-    assert "tp=16" in refusal(spec, Plan(dp=1, tp=16, ep=8))
+    assert "tp=2" in refusal(spec, Plan(dp=4, tp=2, ep=8))  # replicated projections: not modelled
     assert "selective-op" in refusal(spec, Plan(dp=8, recompute=Recompute.SELECTIVE_OP))
     with pytest.raises(DistscopeError, match="invalid plan: cp=2"):
         estimate(spec, TrainingShape(global_batch=64, seq_len=4096), get_cluster("dgx-h100", 64), Plan(dp=4, cp=2, ep=8,
@@ -204,3 +209,24 @@ def test_model_flops_match_megatrons_count_for_a_published_run() -> None:
     got = estimate(spec, TrainingShape(global_batch=256, seq_len=4096), get_cluster("dgx-b200", 64),
                    Plan(dp=8, pp=8, ep=8, distributed_optimizer=True, stage_layers=(6, 6, 6, 5, 5, 5, 5, 5))).model_flops
     assert got == pytest.approx(megatron, rel=0.03)
+
+
+def test_the_kernel_loads_its_padded_index_width() -> None:
+    """The sparse kernel's time follows the fixed width of its index set, not the mean keys a query may see."""
+    ca = get_model("deepseek-v4-flash").compressed_attention
+    assert ca.kernel_keys(CompressedKind.SPARSE, 4096) == 128 + 512
+    assert ca.kernel_keys(CompressedKind.HEAVY, 4096) == 128 + 32
+    assert ca.kernel_keys(CompressedKind.SLIDING, 64) == 64
+    for kind in CompressedKind:
+        assert ca.kernel_keys(kind, 4096) >= ca.keys_per_query(kind, 4096)
+
+
+def test_its_memory_does_not_follow_an_unfused_attention_plan() -> None:
+    """DeepSeek-V4's layers run their own fused sparse kernels whatever the plan's attention implementation, so
+    an unfused plan keeps no s x s scores."""
+    spec = get_model("deepseek-v4-flash")
+    shape, cluster = TrainingShape(global_batch=64, seq_len=4096), get_cluster("dgx-b200", 32)
+    fused, unfused = (estimate(spec, shape, cluster, Plan(dp=8, pp=4, ep=8, distributed_optimizer=True, attention=a,
+                                                          stage_layers=(11, 11, 11, 10)))
+                      for a in (AttentionImpl.FLASH, AttentionImpl.UNFUSED))
+    assert unfused.memory.activations_bytes == fused.memory.activations_bytes

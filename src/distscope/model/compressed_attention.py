@@ -11,10 +11,11 @@ DeepSeek-V4 reference inference/model.py, Attention / Compressor / Indexer):
                then its scores over the compressed prefix: 2·T·i_l·d_i·n̄ FLOPs forward, n̄ the mean
                compressed entries a query sees (the causal half: the kernel skips masked blocks)
   core         every query head against CompressedAttention.keys_per_query keys (window + compressed
-               entries) of width d, K = V: 2·b·a_l·s_q·k̄·2d FLOPs forward, priced as s_q/k̄ unmasked
-               k̄ × k̄ problems like a sliding window (model/layer.py local_attention_s)
-  element-wise the per-head query RMS norm (a_l·d in and out) and the compressor's softmax pooling
-               (reads kv and gate, 2·c·d), e bytes each
+               entries) of width d, K = V: 2·b·a_l·s_q·k̄·2d FLOPs forward (the useful work); its time is the
+               kernel's fixed-width index set (CompressedAttention.kernel_keys: masked entries are loaded too),
+               priced as s_q/k unmasked k × k problems like a sliding window (model/layer.py local_attention_s)
+  element-wise the per-head query RMS norm (a_l·d in and out), RoPE over the last rope_dim of each query and
+               key head (in and out), and the compressor's softmax pooling (reads kv and gate, 2·c·d), e bytes each
 
 Kernels: no benchmark of FlashMLA's sparse kernel, of cuDNN's DSA kernel or of the lightning indexer is in
 data/kernels. The core is priced on the plan's fused-attention curve at the same FLOPs (the head dim of
@@ -81,7 +82,7 @@ def core_s(ca: CompressedAttention, kind: CompressedKind, device: Device, dtype:
            b: int, s_q: float, s: int, a_l: float, d: int, tp: int, kernel: str) -> tuple[float, float]:
     """(forward, backward) time of the attention core and the indexer's scores (module docstring); the
     indexer's backward (its own distillation loss) at twice its forward, as a GEMM's."""
-    k = ca.keys_per_query(kind, s)
+    k = ca.kernel_keys(kind, s)
     fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d, d, causal=False, kernel=kernel)
     if kind is CompressedKind.SPARSE:
         n = ca.compressed_per_query(kind, s, selected=False)
@@ -95,7 +96,7 @@ def elementwise_bytes(ca: CompressedAttention, kind: CompressedKind, T: float, a
     pool = 0.0 if kind is CompressedKind.SLIDING else 2 * ca.coff(kind) * d
     if kind is CompressedKind.SPARSE:
         pool += 2 * ca.coff(kind) * ca.index_dim
-    return T * e * (2 * a_l * d + pool)
+    return T * e * (2 * a_l * d + 2 * (a_l + 1) * ca.rope_dim + pool)
 
 
 def activation_bytes(spec: ModelSpec, ca: CompressedAttention, T: float, tp: int, e: float, gi: float) -> float:

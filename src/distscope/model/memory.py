@@ -77,7 +77,10 @@ def activation_bytes_per_layer(spec: ModelSpec, moe_layer: bool, b: int, s: int,
             fe_e = spec.moe.expert_ffn_hidden / plan.expert_tp
         return op_sac.saved_bytes(spec, moe_layer, T, tp, plan.sp, e, ep=plan.ep, M_e=M_e, fe_e=fe_e)
     attn, mix, ffn = _saved_parts(spec, moe_layer, T, s, plan, rc)
-    hc = 2 * (spec.residual_streams - 1) * e * T * h * r  # mHC: each block's n-stream residual, not one stream
+    # mHC: each block keeps its n-stream input (hc_pre's coefficients and hc_post's mix) and its branch output
+    # (hc_post's gradient) where a plain residual add keeps nothing
+    n = spec.residual_streams
+    hc = 0.0 if n == 1 else 2 * (n + 1) * e * T * h * r
     return spec.attention_share * attn + spec.linear_share * mix + ffn + hc  # a transformer: a = 1, m = 0
 
 
@@ -110,7 +113,7 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
     q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate's half of q_proj is kept too
     block_in = T * h * r * (e + gi)  # a block's norm input and its first GEMM's input
-    if plan.attention.fused:
+    if plan.attention.fused or spec.compressed_attention is not None:  # DeepSeek-V4: its fused sparse kernels
         core = 4.0 * T * a_l
     elif rc is Recompute.SELECTIVE:
         core = 0.0

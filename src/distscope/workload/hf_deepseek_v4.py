@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from distscope.errors import DistscopeError
-from distscope.workload.hf_moe import _count, check_moe_fields
+from distscope.workload.hf_moe import _count, _must, check_moe_fields
 from distscope.workload.spec import CompressedAttention, FfnKind, ModelSpec, MoESpec, NormKind, PositionKind
 
 # its MoE-looking fields (hf_moe's check): the experts, the hash-routed layers (same expert work), the indexer's
@@ -30,12 +30,16 @@ _TYPES = {"sliding_attention": 0, "compressed_sparse_attention": 4, "heavily_com
 
 
 def load_deepseek_v4(cfg: dict[str, Any], path: str, name: str, source: str) -> ModelSpec:
-    from distscope.workload.hf import _int as int_
     from distscope.workload.hf import _opt as opt
     from distscope.workload.hf import _req as req
     from distscope.workload.hf import _show as show
 
     check_moe_fields(cfg, path, "deepseek_v4", _READ)
+    for key in ("moe_layer_freq", "decoder_sparse_step"):  # every layer is MoE
+        _must(cfg, path, key, 1)
+    for key in ("mlp_only_layers", "first_k_dense_replace"):
+        if cfg.get(key):
+            raise DistscopeError(f"{path}: {key}={show(cfg[key])}: DeepSeek-V4's layers are all MoE (need none)")
     layers = req(cfg, path, "num_hidden_layers")
     kv = opt(cfg, path, "num_key_value_heads", 1)
     if kv != 1:
@@ -45,26 +49,39 @@ def load_deepseek_v4(cfg: dict[str, Any], path: str, name: str, source: str) -> 
     heavy = sorted({r for r in ratios if r not in (0, 4)})
     if len(heavy) > 1:
         raise DistscopeError(f"{path}: compress_ratios has heavy ratios {heavy}; distscope models one (with 0 and 4)")
+    try:
+        return _spec(cfg, path, name, source, layers, ratios, heavy)
+    except DistscopeError as exc:  # a shape the spec refuses (heads not a multiple of o_groups, top-k > experts)
+        if str(exc).startswith(path):
+            raise
+        raise DistscopeError(f"{path}: {exc} (from num_attention_heads, o_groups, n_routed_experts, "
+                             "num_experts_per_tok)") from None
+
+
+def _spec(cfg: dict[str, Any], path: str, name: str, source: str, layers: int, ratios: list[int],
+          heavy: list[int]) -> ModelSpec:
+    from distscope.workload.hf import _int as int_
+    from distscope.workload.hf import _opt as opt
+    from distscope.workload.hf import _req as req
+
     ca = CompressedAttention(
         window=req(cfg, path, "sliding_window"), sparse_layers=ratios.count(4),
         heavy_layers=len(ratios) - ratios.count(0) - ratios.count(4), heavy_ratio=heavy[0] if heavy else 128,
         topk=req(cfg, path, "index_topk"), index_heads=req(cfg, path, "index_n_heads"),
         index_dim=req(cfg, path, "index_head_dim"), q_lora_rank=req(cfg, path, "q_lora_rank"),
-        o_lora_rank=req(cfg, path, "o_lora_rank"), o_groups=req(cfg, path, "o_groups"))
+        o_lora_rank=req(cfg, path, "o_lora_rank"), o_groups=req(cfg, path, "o_groups"),
+        rope_dim=opt(cfg, path, "qk_rope_head_dim", 64))
     moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                   expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"),
                   shared_experts=opt(cfg, path, "n_shared_experts", 0))
-    ffn = moe.expert_ffn_hidden * max(moe.shared_experts, 1)  # no dense layers: the shared expert's width
-    try:
-        return ModelSpec(
-            name=name, layers=layers, hidden=req(cfg, path, "hidden_size"), heads=req(cfg, path, "num_attention_heads"),
-            kv_heads=1, head_dim=req(cfg, path, "head_dim"), ffn_hidden=ffn, vocab=req(cfg, path, "vocab_size"),
-            ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False,
-            tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), moe=moe, compressed_attention=ca,
-            residual_streams=opt(cfg, path, "hc_mult", 1), mtp_layers=_count(cfg, path, "num_nextn_predict_layers"),
-            max_positions=int_(cfg, path, "max_position_embeddings") or 0, source=source)
-    except DistscopeError as exc:
-        raise DistscopeError(f"{path}: {exc} (from num_attention_heads, o_groups, compress_ratios)") from None
+    return ModelSpec(
+        name=name, layers=layers, hidden=req(cfg, path, "hidden_size"), heads=req(cfg, path, "num_attention_heads"),
+        kv_heads=1, head_dim=req(cfg, path, "head_dim"), vocab=req(cfg, path, "vocab_size"),
+        ffn_hidden=moe.expert_ffn_hidden * max(moe.shared_experts, 1),  # no dense layers: the shared expert's width
+        ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM, bias=False,
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)), moe=moe, compressed_attention=ca,
+        residual_streams=opt(cfg, path, "hc_mult", 1), mtp_layers=_count(cfg, path, "num_nextn_predict_layers"),
+        max_positions=int_(cfg, path, "max_position_embeddings") or 0, source=source)
 
 
 def _ratios(cfg: dict[str, Any], path: str, layers: int, show: Any) -> list[int]:
@@ -82,8 +99,11 @@ def _ratios(cfg: dict[str, Any], path: str, layers: int, show: Any) -> list[int]
                              f"({', '.join(_TYPES)}) with compress_rates; got layer_types={show(types)}")
     out = []
     for t in types[:layers]:
-        r = rates.get(t, _TYPES.get(t)) if t != "sliding_attention" else 0
+        if t not in _TYPES and t not in rates:
+            raise DistscopeError(f"{path}: layer_types entry {show(t)} is not a DeepSeek-V4 layer type; valid: "
+                                 f"{', '.join(_TYPES)}")
+        r = 0 if t == "sliding_attention" else rates.get(t, _TYPES.get(t))
         if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-            raise DistscopeError(f"{path}: layer_types entry {t!r} has no compression ratio; valid: {', '.join(_TYPES)}")
+            raise DistscopeError(f"{path}: compress_rates[{t!r}]={show(r)} must be an integer >= 0")
         out.append(r)
     return out

@@ -206,10 +206,11 @@ class CompressedAttention:
     o_groups: int
     sparse_ratio: int = 4
     heavy_ratio: int = 128
+    rope_dim: int = 64  # qk_rope_head_dim: the part of each head (and of the output) RoPE rotates
 
     def __post_init__(self) -> None:
         for f in ("window", "topk", "index_heads", "index_dim", "q_lora_rank", "o_lora_rank", "o_groups",
-                  "sparse_ratio", "heavy_ratio"):
+                  "sparse_ratio", "heavy_ratio", "rope_dim"):
             if getattr(self, f) < 1:
                 raise DistscopeError(f"compressed_attention.{f}={getattr(self, f)} must be >= 1")
         if self.sparse_layers < 0 or self.heavy_layers < 0:
@@ -233,6 +234,16 @@ class CompressedAttention:
         raw = (s + 1) / 2 if s <= w else (w * (w + 1) / 2 + (s - w) * w) / s
         return raw + self.compressed_per_query(kind, s)
 
+    def kernel_keys(self, kind: CompressedKind, s: int) -> int:
+        """Keys per query the sparse kernel loads: its index tensor has one fixed width for every query, the
+        window plus min(topk, ⌊s/r⌋) (CSA) or ⌊s/r⌋ (HCA) entries, the ones a query may not see padded with −1
+        and masked (the reference's get_window_topk_idxs, get_compress_topk_idxs and the indexer's topk)."""
+        w = min(self.window, s)
+        if kind is CompressedKind.SLIDING:
+            return w
+        n = s // self.ratio(kind)
+        return w + (min(self.topk, n) if kind is CompressedKind.SPARSE else n)
+
     def compressed_per_query(self, kind: CompressedKind, s: int, selected: bool = True) -> float:
         """Mean compressed entries a query attends to: ⌊i/r⌋ under HCA, min(topk, ⌊i/r⌋) under CSA (all
         ⌊i/r⌋ of them when not `selected`: what the indexer scores), 0 in a sliding layer; summed in
@@ -251,14 +262,15 @@ class CompressedAttention:
         return (floors(cut) + self.topk * (s - cut)) / s
 
     def refusal(self, tp: int, cp: int) -> str | None:
-        """Why a tp × cp layout is not priced (None: it is). TP splits the query heads and the output groups
-        (the reference's n_local_groups); the compressors' and the indexer's state crossing context-parallel
-        ranks is not modelled (every published DeepSeek-V4 recipe runs cp=1)."""
+        """Why a tp × cp layout is not priced (None: it is). Tensor parallelism splits only part of the layer
+        (Megatron Bridge replicates wq_a, wkv, the grouped wo_a, the compressors and the indexer on every TP
+        rank), and the compressors' and the indexer's state crossing context-parallel ranks is not modelled;
+        every published DeepSeek-V4 recipe runs tp=1, cp=1."""
         if cp > 1:
             return f"cp={cp}: context parallelism over DeepSeek-V4's compressed attention is not modelled (use cp=1)"
-        if self.o_groups % tp or self.index_heads % tp:
-            return (f"tp={tp} must divide compressed_attention o_groups={self.o_groups} and "
-                    f"index_heads={self.index_heads}")
+        if tp > 1:
+            return (f"tp={tp}: tensor parallelism over DeepSeek-V4's compressed attention (replicated projections, "
+                    "compressors and indexer) is not modelled (use tp=1, as its recipes do)")
         return None
 
 
