@@ -551,6 +551,34 @@ row["notes"] = ("Qwen3-Next-80B-A3B (36 Gated DeltaNet + 12 gated-attention laye
                 "dev(bbc762d5); the readme: 'not well tuned'")
 add(**row)
 
+# ---- E11: NVIDIA-NeMo/Megatron-Bridge pull request #4808, DeepSeek-V4-Pro on 256 GB300 ---------------------
+# "feat(recipe): add DeepSeek-V4-Pro GB300 performance recipe" (merged 2026-07-11): "validated on 256 GB300 GPUs for
+# 40 iterations at approximately 21.5 seconds per iteration; approximately 996 calibrated TFLOP/s/GPU". The layout is
+# the recipe it adds, perf_recipes/deepseek/gb300/deepseek_v4.py deepseek_v4_pro_pretrain_256gpu_gb300_fp8mx_config
+# (Megatron-Bridge @ 067f987): TP1 PP4 VPP4 EP64, GBS 4096, MBS 1, seq 4096, MXFP8 with MXFP8 parameter gather,
+# HybridEP over 64 ranks of one NVLink domain, forced load balance, full-iteration CUDA graphs, selective recompute
+# of mla_up_proj and mhc, offloading of core_attn and attn_proj activations, layout Et*4|(tttt|)*14tmL (the MTP
+# layer on the last chunk). Model: the catalog's deepseek-v4-pro with its one MTP layer (the bridge sets the HF
+# config's num_nextn_predict_layers).
+E11 = "E11 Megatron-Bridge PR 4808 (DeepSeek-V4-Pro on 256 GB300)"
+DSV4_PRO = dict(model="deepseek-v4-pro", arch="catalog", params_B=1600, layers=61, hidden=7168, heads=128, kv_heads=1,
+                ffn_hidden=3072, ffn_act="swiglu", vocab=129280, experts=384, top_k=6, moe_ffn_hidden=3072,
+                shared_experts=1, moe_dense_layers=0, etp=1)
+row = dict(run_id="E11-GB300-DeepSeekV4Pro-PP4VP4EP64-mxfp8", source=E11, **DSV4_PRO, seq_len=4096, global_batch=4096,
+           micro_batch=1, tp=1, pp=4, vp=4, dp=64, cp=1, ep=64, sequence_parallel=0, zero_stage=0,
+           distributed_optimizer=1, overlap="auto", recompute="auto", precision="mxfp8", num_gpus=256,
+           **SYSTEMS["GB300"], framework="Megatron-Bridge (Megatron-Core dev)", software="megatron-bridge-2025",
+           mtp_layers=1, moe_balance="forced")
+row["gpus_per_node"] = 64
+row["measured_step_time_s"] = 21.5
+row["step_time_basis"] = "iteration time as stated (approximately, over 40 iterations)"
+row["reported"] = "21.5 s/iter"  # "approximately 21.5 seconds per iteration"
+row["notes"] = ("DGX-GB300; NVLink domain: whole racks of 64 GPUs (HybridEP's 64 ranks per domain); recipe layout "
+                "Et*4|(tttt|)*14tmL priced as the balanced split with the MTP layer on the last stage; recompute of "
+                "mla_up_proj and mhc and activation offloading cannot be said: auto; predicted -1.9% (7c0b293) and -0.6% "
+                "(after the review's kernel-width and memory fixes) before it entered the fit")
+add(**row)
+
 def main() -> None:
     with OUT.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
