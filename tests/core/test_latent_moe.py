@@ -76,3 +76,40 @@ def test_serving_refuses_latent_moe() -> None:
     latent = dataclasses.replace(spec, moe=dataclasses.replace(spec.moe, latent=1024))
     with pytest.raises(DistscopeError, match="LatentMoE"):
         check_lengths(latent, 128, 128, None)
+
+
+@pytest.mark.parametrize(("name", "checkpoint"), [
+    ("nemotron-3-ultra-550b-a55b", 560_524_603_904),  # Megatron Bridge verification card, MTP included
+    ("nemotron-3.5-lightning-30b-a3b", 32_913_266_240),
+])
+def test_checkpoint_counts_with_one_mtp_block(name: str, checkpoint: int) -> None:
+    """The published checkpoints hold the model and one MTP block (an attention and a MoE block, Nemotron's
+    mtp_layers_block_type, plus the MTP's two norms and its 2h -> h projection): the catalog model plus that block
+    is the checkpoint to within a few norms."""
+    from distscope.workload.params import attention_params, ffn_params, mtp_own_params, norm_params
+
+    s = get_model(name)
+    moe = s.moe
+    block = attention_params(s) + 2 * norm_params(s) + s.hidden * moe.experts + 2 * s.hidden * moe.latent
+    block += moe.experts * ffn_params(s, moe.expert_ffn_hidden, s.expert_width)
+    block += moe.shared_experts * ffn_params(s, moe.expert_ffn_hidden)
+    assert total_params(s) + block + mtp_own_params(s) == pytest.approx(checkpoint, rel=1e-6)
+
+
+def test_ultra_imports_as_the_catalog_model(tmp_path: Path) -> None:
+    """Nemotron 3 Ultra's config.json (its architecture fields: Megatron-LM's modelopt conf for the model and copies
+    of the config agree) imports as the catalog's nemotron-3-ultra-550b-a55b, with its MTP block."""
+    from distscope.workload.hf import load_hf_config
+
+    cfg = dict(SUPER, hidden_size=8192, num_hidden_layers=108, mamba_num_heads=256, num_attention_heads=64,
+               moe_latent_size=2048, moe_intermediate_size=5120, moe_shared_expert_intermediate_size=10240,
+               max_position_embeddings=262144, num_nextn_predict_layers=1, mtp_layers_block_type=["attention", "moe"],
+               hybrid_override_pattern="MEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*"
+                                       "EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    got = load_hf_config(str(tmp_path / "config.json"))
+    assert got.mtp_layers == 1
+    skip = {"name", "source", "official_params", "official_params_precision", "mtp_layers"}
+    want = get_model("nemotron-3-ultra-550b-a55b")
+    assert {k: v for k, v in dataclasses.asdict(got).items() if k not in skip} == \
+        {k: v for k, v in dataclasses.asdict(want).items() if k not in skip}

@@ -14,7 +14,8 @@ Nemotron 3 (Mamba-2; `nemotron_h`).
   character: M Mamba-2, * attention, - squared-ReLU MLP, E MoE. The model's layers are its FFN blocks (- and
   E, the MLP ones counted as dense layers) and its mixers are the M and * blocks (LinearMixer). Mamba-2:
   `mamba_num_heads` × `mamba_head_dim`, `n_groups` × `ssm_state_size`, `conv_kernel`, `chunk_size`.
-  Attention has no positional encoding. LatentMoE's `moe_latent_size` becomes MoESpec.latent.
+  Attention has no positional encoding. LatentMoE's `moe_latent_size` becomes MoESpec.latent;
+  `num_nextn_predict_layers` (Nemotron 3's MTP block) the MTP depth, priced as a mean layer.
 A field read here is checked as hf.py checks every field; a bad one is one line naming it.
 """
 
@@ -91,7 +92,7 @@ def _load(cfg: dict[str, Any], path: str, kind: str, name: str, source: str) -> 
             assert moe is not None
             ffn = opt(cfg, path, "intermediate_size", moe.expert_ffn_hidden)
         return ModelSpec(**common, layers=layers, ffn_hidden=ffn, ffn=FfnKind.RELU2, position=PositionKind.NONE,
-                         moe=moe, linear_mixer=mixer)
+                         moe=moe, linear_mixer=mixer, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
     layers = req(cfg, path, "num_hidden_layers")
     full = _qwen_full_layers(cfg, path, layers)
     if full == layers:
