@@ -230,3 +230,11 @@ def test_its_memory_does_not_follow_an_unfused_attention_plan() -> None:
                                                           stage_layers=(11, 11, 11, 10)))
                       for a in (AttentionImpl.FLASH, AttentionImpl.UNFUSED))
     assert unfused.memory.activations_bytes == fused.memory.activations_bytes
+
+
+def test_an_uneven_pipeline_without_a_split_is_refused_not_truncated() -> None:
+    """43 layers on pp=8 with no stage_layers: the estimator used to price 8 x 5 = 40 layers through the API."""
+    spec = get_model("deepseek-v4-flash")
+    shape, cluster = TrainingShape(global_batch=64, seq_len=4096), get_cluster("dgx-b200", 64)
+    with pytest.raises(DistscopeError, match=r"layers=43 not divisible by pp\*vp=8: give the plan's stage_layers"):
+        estimate(spec, shape, cluster, Plan(dp=8, pp=8, ep=8, distributed_optimizer=True))

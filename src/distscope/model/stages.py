@@ -26,10 +26,14 @@ class StageLayers:
 
 
 def chunk_sizes(layers: int, pp: int, vp: int, explicit: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Layers per model chunk: the explicit split, else an even one. An uneven count without a split is refused
+    (Plan.check does so for the verbs; a direct API call would otherwise price fewer layers than the model has)."""
     if explicit:
         return explicit
-    per = layers // (pp * vp)
-    return (per,) * (pp * vp)
+    if layers % (pp * vp):
+        raise DistscopeError(f"layers={layers} not divisible by pp*vp={pp * vp}: give the plan's stage_layers "
+                             f"(e.g. stages.balanced_chunks)")
+    return (layers // (pp * vp),) * (pp * vp)
 
 
 def balanced_chunks(layers: int, pp: int, vp: int) -> tuple[int, ...]:
