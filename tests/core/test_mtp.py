@@ -11,7 +11,7 @@ import pytest
 
 from distscope.errors import DistscopeError
 from distscope.model import estimate
-from distscope.model.stages import stage_layers
+from distscope.model.stages import balanced_chunks, stage_layers
 from distscope.scenario import PlanFlags, SystemFlags, WorkloadFlags, build_scenario
 from distscope.search.emit import megatron_args
 from distscope.search.megatron_check import check as check_megatron
@@ -22,8 +22,9 @@ from distscope.workload.catalog import get_model
 
 
 def test_mtp_layers_run_on_the_last_stage() -> None:
-    plain = stage_layers(61, 3, 16, 1)
-    mtp = stage_layers(61, 3, 16, 1, mtp=1)
+    split = balanced_chunks(61, 16, 1)  # 61 layers do not divide over 16 stages: an explicit split
+    plain = stage_layers(61, 3, 16, 1, split)
+    mtp = stage_layers(61, 3, 16, 1, split, mtp=1)
     assert mtp[:-1] == plain[:-1]
     assert (mtp[-1].dense, mtp[-1].moe) == (plain[-1].dense, plain[-1].moe + 1)
     dense = stage_layers(32, 32, 4, 1, mtp=2)  # a dense model's MTP layers are dense
