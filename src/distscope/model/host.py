@@ -139,7 +139,7 @@ def linear_layers(spec: ModelSpec, moe_layer: bool) -> float:
     """Linear layers of one layer's forward (model/layer.py's shapes): QKV and output projections (MLA:
     five) per attention mixer, in and out projections per linear mixer, and fc1/fc2 of the MLP, or of the
     routed experts plus any shared experts (and LatentMoE's two projections)."""
-    if (ca := spec.compressed_attention) is not None:  # DeepSeek-V4: five, the compressor's in CSA and HCA, the indexer's three
+    if (ca := spec.compressed_attention) is not None:  # DeepSeek-V4: five, a compressor in CSA / HCA, an indexer's 3
         n = 5.0 + (ca.sparse_layers * 4 + ca.heavy_layers) / spec.layers
     else:
         n = (5 if spec.mla is not None else 2) * spec.attention_share + 2 * spec.linear_share

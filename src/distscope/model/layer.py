@@ -217,7 +217,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     blocks = 1 if mixer is Mixer.NONE else 2  # a norm and a residual add per block, mixer and FFN
     el_bytes = T_el * h * blocks * (2 * e + ((3 * e + 1) if dropout else 3 * e)) + act_bytes
     el_bytes += blocks * compressed_attention.hyper_connection_bytes(spec.residual_streams, T_el, h, e)
-    if spec.position is PositionKind.ROPE and mixer is Mixer.ATTENTION:  # DeepSeek-V4's partial RoPE: its own
+    if spec.position is PositionKind.ROPE and mixer is Mixer.ATTENTION:  # (DeepSeek-V4's partial RoPE: elementwise_bytes)
         el_bytes += 2 * T * (a_l + g_l) * d_qk * e
     if spec.attention_gate and mixer is Mixer.ATTENTION:  # sigmoid(gate) · output: read both, write one
         el_bytes += 3 * T * a_l * d_v * e

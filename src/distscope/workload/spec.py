@@ -230,9 +230,8 @@ class CompressedAttention:
         """Mean keys a query attends to over a causal sequence of s tokens: query i (1-based) sees
         min(i, window) raw keys plus its compressed entries (compressed_per_query), as the reference's
         get_window_topk_idxs, get_compress_topk_idxs and Indexer.forward select them."""
-        w = self.window
-        raw = (s + 1) / 2 if s <= w else (w * (w + 1) / 2 + (s - w) * w) / s
-        return raw + self.compressed_per_query(kind, s)
+        window = LocalAttention(kind=LocalKind.SLIDING, size=self.window, layers=1)
+        return window.keys_per_query(s) + self.compressed_per_query(kind, s)
 
     def kernel_keys(self, kind: CompressedKind, s: int) -> int:
         """Keys per query the sparse kernel loads: its index tensor has one fixed width for every query, the
