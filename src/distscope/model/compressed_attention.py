@@ -1,10 +1,11 @@
 """Work of one DeepSeek-V4 attention layer (workload/spec.py CompressedAttention) for one micro-batch on one GPU.
 
-Shapes (T tokens on this GPU, h hidden, a_l = a/tp query heads of d = head_dim, one shared key-value head,
-q_r / o_r the query and output ranks, g_l = o_groups/tp, c = 2 where compressor windows overlap (CSA) else 1;
-DeepSeek-V4 reference inference/model.py, Attention / Compressor / Indexer):
+Shapes (T tokens on this GPU, h hidden, a_l query heads of d = head_dim, one shared key-value head, q_r / o_r
+the query and output ranks, g_l = o_groups output groups, i_l = index_heads, c = 2 where compressor windows
+overlap (CSA) else 1; DeepSeek-V4 reference inference/model.py, Attention / Compressor / Indexer). The layer
+runs unsplit: tensor parallelism over it is refused (CompressedAttention.refusal), so a_l = a.
   queries      wq_a (T, q_r, h), wq_b (T, a_l·d, q_r)
-  key-value    wkv (T, d, h)                           (one head: every TP rank computes it)
+  key-value    wkv (T, d, h)                           (one head)
   output       wo_a, a batched GEMM over g_l groups (T, o_r, a_l·d/g_l), then wo_b (T, h, g_l·o_r)
   compressor   wkv and wgate (T, 2·c·d, h), in CSA and HCA layers
   indexer      wq_b (T, i_l·d_i, q_r), weights_proj (T, i_l, h) and a compressor of its own at d_i (CSA only),
@@ -50,16 +51,15 @@ def shares(spec: ModelSpec) -> tuple[tuple[float, CompressedKind], ...]:
             (heavy, CompressedKind.HEAVY))
 
 
-def gemms(ca: CompressedAttention, kind: CompressedKind, T: float, h: int, a_l: float, d: int,
-          tp: int) -> list[fp8.Linear]:
+def gemms(ca: CompressedAttention, kind: CompressedKind, T: float, h: int, a_l: float, d: int) -> list[fp8.Linear]:
     """The layer's linear layers (module docstring); inputs from a norm are marked for TE's fused cast."""
-    g_l = ca.o_groups // tp
+    g_l = ca.o_groups
     out: list[fp8.Linear] = [(T, ca.q_lora_rank, h, True), (T, a_l * d, ca.q_lora_rank, True), (T, d, h, True),
                              (T * g_l, ca.o_lora_rank, a_l * d / g_l, False), (T, h, g_l * ca.o_lora_rank, False)]
     if kind is not CompressedKind.SLIDING:
         out.append((T, 2 * ca.coff(kind) * d, h, True))
     if kind is CompressedKind.SPARSE:
-        i_l = ca.index_heads // tp
+        i_l = ca.index_heads
         out += [(T, i_l * ca.index_dim, ca.q_lora_rank, True), (T, i_l, h, True),
                 (T, 2 * ca.coff(kind) * ca.index_dim, h, True)]
     return out
@@ -71,22 +71,22 @@ def core_flops(ca: CompressedAttention, kind: CompressedKind, b: int, s_q: float
     return 2.0 * b * a_l * s_q * ca.keys_per_query(kind, s) * 2 * d
 
 
-def indexer_flops(ca: CompressedAttention, kind: CompressedKind, T: float, s: int, tp: int) -> float:
+def indexer_flops(ca: CompressedAttention, kind: CompressedKind, T: float, s: int) -> float:
     """Forward FLOPs of the lightning indexer's scores (CSA layers only)."""
     if kind is not CompressedKind.SPARSE:
         return 0.0
-    return 2.0 * T * ca.index_heads / tp * ca.index_dim * ca.compressed_per_query(kind, s, selected=False)
+    return 2.0 * T * ca.index_heads * ca.index_dim * ca.compressed_per_query(kind, s, selected=False)
 
 
 def core_s(ca: CompressedAttention, kind: CompressedKind, device: Device, dtype: DType, gemm_dtype: DType,
-           b: int, s_q: float, s: int, a_l: float, d: int, tp: int, kernel: str) -> tuple[float, float]:
+           b: int, s_q: float, s: int, a_l: float, d: int, kernel: str) -> tuple[float, float]:
     """(forward, backward) time of the attention core and the indexer's scores (module docstring); the
     indexer's backward (its own distillation loss) at twice its forward, as a GEMM's."""
     k = ca.kernel_keys(kind, s)
     fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d, d, causal=False, kernel=kernel)
     if kind is CompressedKind.SPARSE:
         n = ca.compressed_per_query(kind, s, selected=False)
-        idx = eff.gemm_s(device, gemm_dtype, b * s_q * ca.index_heads / tp, n, ca.index_dim)
+        idx = eff.gemm_s(device, gemm_dtype, b * s_q * ca.index_heads, n, ca.index_dim)
         fwd, bwd = fwd + idx, bwd + 2 * idx
     return fwd, bwd
 
@@ -99,16 +99,16 @@ def elementwise_bytes(ca: CompressedAttention, kind: CompressedKind, T: float, a
     return T * e * (2 * a_l * d + 2 * (a_l + 1) * ca.rope_dim + pool)
 
 
-def activation_bytes(spec: ModelSpec, ca: CompressedAttention, T: float, tp: int, e: float, gi: float) -> float:
+def activation_bytes(spec: ModelSpec, ca: CompressedAttention, T: float, e: float, gi: float) -> float:
     """What a DeepSeek-V4 attention layer keeps for its backward beyond a plain attention's q, k, v and output
     (model/memory.py), the mean over its kinds: wq_b's and wo_b's inputs (gi·(q_r + g_l·o_r)), the compressor's
     kv and gate (2·c·d, CSA and HCA) and the indexer's queries, head weights and compressor (CSA)."""
-    per = gi * (ca.q_lora_rank + ca.o_groups / tp * ca.o_lora_rank)
+    per = gi * (ca.q_lora_rank + ca.o_groups * ca.o_lora_rank)
     for w, kind in shares(spec)[1:]:
         c, d = ca.coff(kind), spec.dhead
         kept = 2.0 * c * d
         if kind is CompressedKind.SPARSE:
-            kept += ca.index_heads / tp * (ca.index_dim + 1) + 2 * c * ca.index_dim
+            kept += ca.index_heads * (ca.index_dim + 1) + 2 * c * ca.index_dim
         per += w * e * kept
     return T * per
 

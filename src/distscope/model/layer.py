@@ -149,7 +149,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     elif kind is not None:
         assert ca is not None
         d_qk = d_v = spec.dhead
-        gemms += compressed_attention.gemms(ca, kind, T, h, a_l, d_qk, tp)
+        gemms += compressed_attention.gemms(ca, kind, T, h, a_l, d_qk)
     elif mixer is Mixer.NONE:
         d_qk = d_v = spec.dhead
     elif spec.mla is not None:
@@ -229,9 +229,9 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     if kind is not None:  # DeepSeek-V4's fused sparse kernels whatever the plan's attention implementation
         assert ca is not None
         core_flops = (compressed_attention.core_flops(ca, kind, b, s_q, s, a_l, d_qk)
-                      + compressed_attention.indexer_flops(ca, kind, T, s, tp))
+                      + compressed_attention.indexer_flops(ca, kind, T, s))
         attn_fwd_s, attn_bwd_s = compressed_attention.core_s(ca, kind, device, attn_dtype, gemm_dtype, b, s_q, s,
-                                                             a_l, d_qk, tp, attention.kernel or "cudnn")
+                                                             a_l, d_qk, attention.kernel or "cudnn")
         el_bytes += compressed_attention.elementwise_bytes(ca, kind, T, a_l, d_qk, e)
     elif mixer is not Mixer.ATTENTION:
         attn_fwd_s = attn_bwd_s = softmax_bytes = 0.0

@@ -121,7 +121,7 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
         core = T * a_l * s * ((2 * e + 1) if mask else e)
     attn = block_in + T * h * r * mask + e * T * (q_l + 2 * g_l) * d + gi * T * a_l * d + core
     if (ca := spec.compressed_attention) is not None:
-        attn += compressed_attention.activation_bytes(spec, ca, T, tp, e, gi)
+        attn += compressed_attention.activation_bytes(spec, ca, T, e, gi)
     lm = spec.linear_mixer
     mix = 0.0 if lm is None else block_in + linear_mixer.activation_bytes(lm, T, tp, e, gi)
     return attn, mix, block_in + T * h * r * mask + ffn
