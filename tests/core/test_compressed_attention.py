@@ -238,3 +238,12 @@ def test_an_uneven_pipeline_without_a_split_is_refused_not_truncated() -> None:
     shape, cluster = TrainingShape(global_batch=64, seq_len=4096), get_cluster("dgx-b200", 64)
     with pytest.raises(DistscopeError, match=r"layers=43 not divisible by pp\*vp=8: give the plan's stage_layers"):
         estimate(spec, shape, cluster, Plan(dp=8, pp=8, ep=8, distributed_optimizer=True))
+
+
+@pytest.mark.parametrize("s", [1, 3, 4])
+def test_a_sequence_shorter_than_the_compression_ratio_has_no_indexer_gemm(s: int) -> None:
+    """Below CSA's ratio of 4 there are no compressed keys: the indexer scores nothing (its GEMM had N = 0 and
+    divided by zero), and the layer's cost stays finite and grows with the sequence."""
+    spec = get_model("deepseek-v4-flash")
+    cost = layer_cost(*_args(spec, s))
+    assert 0 < cost.fwd_s < layer_cost(*_args(spec, 64)).fwd_s

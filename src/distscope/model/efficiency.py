@@ -106,6 +106,8 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
                 eta_max: float) -> float:
     """One GEMM (M×K)·(K×N): compute- or memory-bound, plus a kernel's fixed cost (see module doc)."""
     m = min(N, K)
+    if m <= 0:  # an empty GEMM: no kernel runs
+        return 0.0
     eta = eta_max * m / (m + GEMM_KAPPA * peak_flops / hbm_Bps)
     t_flops = 2.0 * M * N * K / (peak_flops * eta)
     t_mem = elt_bytes * (M * K + K * N + M * N) / (hbm_Bps * MEM_ETA)
