@@ -102,7 +102,8 @@ def test_nemotron_h_counts_ffn_blocks_as_layers(tmp_path: Path) -> None:
     assert spec.layers == 24 and spec.moe is None and spec.ffn_hidden == 21504
     assert spec.linear_mixer == LinearMixer(kind=MixerKind.MAMBA2, layers=24, attention_layers=4, heads=128,
                                             head_dim=64, key_heads=8, key_dim=128, conv_kernel=4, chunk=128,
-                                            separate_blocks=True)
+                                            separate_blocks=True, pattern=cfg["hybrid_override_pattern"])
+    assert spec.linear_mixer == get_model("nemotron-h-8b").linear_mixer  # the catalog keeps the same block order
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -37,6 +37,8 @@ SCENARIOS = [  # (model, cluster, gpus, global batch, seq, precision)
     ("mixtral-8x7b", "dgx-h100", 64, 256, 4096, "bf16"),
     ("deepseek-v3", "dgx-h100", 2048, 4096, 4096, "bf16"),
     ("nemotron4-15b", "dgx-h100", 64, 256, 4096, "fp8"),
+    ("nemotron-3-nano-30b-a3b", "dgx-h100", 16, 256, 4096, "bf16"),  # a hybrid: --hybrid-layer-pattern
+    ("nemotron-h-56b", "dgx-h100", 64, 256, 8192, "bf16"),
 ]
 
 

@@ -296,7 +296,8 @@ def plan_cmd(
                       f"{cr.compressed.step_time_s:.3f} s ({cr.speedup:.3f}x). Convergence risk:")
             for line in caveats(cr.compressed.plan.compression):
                 out.print(f"  - {line}")
-    for name, key, what in (("Megatron-LM", "megatron", "pretrain_gpt.py arguments; model/data flags not shown"),
+    for name, key, what in (("Megatron-LM", "megatron", f"{configs['megatron']['script']} arguments; model/data flags "
+                                                         "not shown"),
                             ("torchtitan", "torchtitan", "a recipe: torchtitan's Python configuration")):
         cfg = configs[key]
         if cfg["problems"]:
@@ -329,7 +330,9 @@ def framework_configs(plan, spec, shape, cluster) -> dict:
     text = "" if why else megatron_command(plan, spec, shape, pb)
     if not why:
         why = megatron_check.check(megatron_args(plan, spec, shape), megatron_env(plan, pb), pb)
-    out["megatron"] = {"text": text, "problems": why, "pinned_commit": megatron_check.pinned_commit()}
+    hybrid = spec.linear_mixer is not None and spec.linear_mixer.separate_blocks  # emit.py: --hybrid-layer-pattern
+    out["megatron"] = {"text": text, "problems": why, "pinned_commit": megatron_check.pinned_commit(),
+                       "script": "pretrain_hybrid.py" if hybrid else "pretrain_gpt.py"}
     why = unsupported(Framework.TORCHTITAN, plan, spec, cluster.device)
     text = "" if why else torchtitan_recipe(plan, spec, shape, cluster.gpus_per_node)
     if not why:

@@ -4,7 +4,9 @@ Megatron-LM flag names are those of megatron/training/arguments.py (Megatron-Cor
 parallel sizes, `--num-layers-per-virtual-pipeline-stage` for an even interleaved split and
 `--pipeline-model-parallel-layout` (grammar: chunks separated by '|', E = embedding, t*N = N
 transformer layers, L = final norm + LM head + loss; chunks dealt round-robin to the pp ranks) for
-any other split; ZeRO-2/3 go through Megatron-FSDP (`--use-megatron-fsdp
+any other split; a hybrid of separate Mamba-2, attention and FFN blocks (Nemotron-H, Nemotron 3) runs
+pretrain_hybrid.py, whose `--hybrid-layer-pattern` (the model's block order, '|' between pipeline segments)
+replaces both and --num-layers; ZeRO-2/3 go through Megatron-FSDP (`--use-megatron-fsdp
 --data-parallel-sharding-strategy optim_grads|optim_grads_params`).
 Checked against the parser of the pinned Megatron-LM commit (megatron_check.py). Tensor or context
 parallelism before Blackwell needs CUDA_DEVICE_MAX_CONNECTIONS=1, which the command sets.
@@ -33,6 +35,26 @@ def pipeline_layout(sizes: tuple[int, ...], mtp: int = 0) -> str:
     chunks[0] = "E" + chunks[0]
     chunks[-1] = chunks[-1] + "m" * mtp + "L"
     return "|".join(chunks)
+
+
+def hybrid_layer_pattern(pattern: str, sizes: tuple[int, ...]) -> str:
+    """Megatron's --hybrid-layer-pattern for a hybrid of separate blocks (LinearMixer.pattern) cut into pipeline
+    segments ('|') of `sizes` FFN blocks ('-' or 'E') each, the chunks of the plan in Megatron's order (segment
+    vp_stage * pp + pp_rank: hybrid_layer_allocation.select_pipeline_segment). A cut follows a chunk's last FFN
+    block, so the mixers before an FFN block go with it; mixers after the last FFN block stay in the last
+    segment. One chunk: the pattern uncut."""
+    if sum(sizes) != sum(c in "-E" for c in pattern):
+        raise ValueError(f"chunk sizes {sizes} do not cover the pattern's {sum(c in '-E' for c in pattern)} FFN blocks")
+    out, left, k = [], list(sizes), 0
+    for c in pattern:
+        out.append(c)
+        if c in "-E":
+            k += 1
+            if k == left[0] and len(left) > 1:
+                out.append("|")
+                left.pop(0)
+                k = 0
+    return "".join(out)
 
 
 # Always explicit: Megatron's default --moe-token-dispatcher-type is allgather, which is neither of the
@@ -90,7 +112,10 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
     if spec.mtp_layers:
         a += ["--mtp-num-layers", str(spec.mtp_layers)]
     sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)
-    if plan.pp > 1 and len(set(sizes)) > 1:
+    hybrid = spec.linear_mixer.pattern if spec.linear_mixer is not None else ""
+    if hybrid:  # the pattern sets the layers and the pipeline segments (VPP = segments / pp); no --num-layers
+        a += ["--hybrid-layer-pattern", hybrid_layer_pattern(hybrid, sizes)]
+    elif plan.pp > 1 and len(set(sizes)) > 1:
         a += ["--pipeline-model-parallel-layout", pipeline_layout(sizes, spec.mtp_layers)]
     elif plan.vp > 1:
         a += ["--num-layers-per-virtual-pipeline-stage", str(sizes[0])]
@@ -103,7 +128,7 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
     elif plan.shards_optimizer:
         a.append("--use-distributed-optimizer")
     a += ["--micro-batch-size", str(plan.micro_batch), "--global-batch-size", str(shape.global_batch),
-          "--seq-length", str(shape.seq_len), "--num-layers", str(spec.layers)]
+          "--seq-length", str(shape.seq_len), *(() if hybrid else ("--num-layers", str(spec.layers)))]
     if plan.recompute is Recompute.SELECTIVE:
         a += ["--recompute-granularity", "selective"]
     elif plan.recompute is Recompute.FULL:

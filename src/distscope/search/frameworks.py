@@ -76,10 +76,18 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
             out.append("distscope does not emit DeepSeek-V4's attention and hyper-connection arguments (Megatron-LM's "
                        "dev branch only)")
         if spec.blocks != spec.layers:
-            # Megatron's hybrid (pretrain_mamba.py) counts blocks, one mixer or one FFN each, in --num-layers,
-            # its pipeline split and its recompute; distscope's layers are the FFN blocks (workload/spec.py)
-            out.append("distscope does not emit Megatron's hybrid-block arguments (--hybrid-override-pattern; "
-                       "--num-layers counts mixer and FFN blocks) for a model whose mixers and FFNs are separate blocks")
+            # Megatron's hybrid (pretrain_hybrid.py) counts blocks, one mixer or one FFN each, in its layers, its
+            # pipeline segments and its recompute; distscope's layers are the FFN blocks (workload/spec.py), and
+            # emit.hybrid_layer_pattern cuts the model's block order after a chunk's last FFN block
+            assert spec.linear_mixer is not None
+            if not spec.linear_mixer.pattern:
+                out.append("distscope does not know this hybrid's block order (linear_mixer.pattern) for Megatron's "
+                           "--hybrid-layer-pattern")
+            if spec.mtp_layers:
+                out.append("distscope does not emit a hybrid's MTP block pattern (--hybrid-layer-pattern '.../MTP')")
+            if plan.recompute is Recompute.FULL and plan.recompute_layers:
+                out.append(f"Megatron's block recompute of a hybrid counts its mixer and FFN blocks, not the "
+                           f"{plan.recompute_layers} layers (FFN blocks) the plan recomputes per chunk")
     elif fw is Framework.TORCHTITAN:
         if spec.name not in TORCHTITAN_MODELS:
             out.append(f"torchtitan has no model definition for {spec.name}")

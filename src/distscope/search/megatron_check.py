@@ -3,7 +3,8 @@
 data/megatron_args.json holds every option of megatron/training/arguments.py's parser (option
 strings, action, type, choices), dumped from the real parser at the commit it names. The emitted
 arguments are parsed by an argparse parser rebuilt from it (unknown flag, wrong type, bad choice,
-missing value all fail), then checked against the validate_args rules distscope's plans can touch.
+missing value all fail), then checked against the validate_args rules distscope's plans can touch
+(a hybrid's --hybrid-layer-pattern among them).
 """
 
 from __future__ import annotations
@@ -94,4 +95,47 @@ def check(args: list[str], env: dict[str, str], pre_blackwell: bool) -> list[str
     n = v.get("num_layers_per_virtual_pipeline_stage")
     if n is not None and (v.get("num_layers") or 0) % (pp * n):
         out.append(f"--num-layers {v.get('num_layers')} is not divisible by pp*layers-per-virtual-stage={pp * n}")
+    return out + _hybrid(v, pp)
+
+
+# megatron/core/models/hybrid/hybrid_layer_allocation.py Symbols (M Mamba, G GDN, * attention, D DSA, + MLA,
+# - MLP, E MoE; | pipeline segment, / MTP)
+_HYBRID_LAYERS = frozenset("MG*D+-E")
+
+
+def _hybrid(v: dict[str, Any], pp: int) -> list[str]:
+    """validate_args' rules for --hybrid-layer-pattern (arguments.py, the pinned commit) and the segment split
+    of hybrid_layer_allocation.select_pipeline_segment."""
+    pattern = v.get("hybrid_layer_pattern")
+    if pattern is None:
+        return []
+    out = []
+    if v.get("hybrid_override_pattern") is not None:
+        out.append("--hybrid-override-pattern and --hybrid-layer-pattern cannot both be specified")
+    main = pattern.split("/")[0]
+    segments = main.split("|")
+    if any(c not in _HYBRID_LAYERS for c in "".join(segments)) or not all(segments):
+        out.append(f"--hybrid-layer-pattern {pattern!r}: every '|'-separated segment needs one or more of "
+                   f"{''.join(sorted(_HYBRID_LAYERS))}")
+    if "*" in main and ("D" in main or "+" in main):
+        out.append("Megatron does not support Attention and MLA/DSA in one hybrid model")
+    for flag, dest in (("--num-layers-per-virtual-pipeline-stage", "num_layers_per_virtual_pipeline_stage"),
+                       ("--num-virtual-stages-per-pipeline-rank", "num_virtual_stages_per_pipeline_rank"),
+                       ("--pipeline-model-parallel-layout", "pipeline_model_parallel_layout")):
+        if v.get(dest) is not None:
+            out.append(f"{flag} should not be used with --hybrid-layer-pattern (its '|' segments set the stages)")
+    for flag, dest in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+                       ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
+        if v.get(dest):
+            out.append(f"{flag} should not be used with --hybrid-layer-pattern")
+    if len(segments) > 1:
+        if v.get("decoder_first_pipeline_num_layers") is not None or v.get("decoder_last_pipeline_num_layers") is not None:
+            out.append("--decoder-first/last-pipeline-num-layers with a pipe-separated --hybrid-layer-pattern")
+        if len(segments) % pp:
+            out.append(f"--hybrid-layer-pattern has {len(segments)} pipeline segments, not a multiple of pp={pp}")
+    elif pp > 1 and len(main) % pp:
+        out.append(f"--hybrid-layer-pattern's {len(main)} layers without '|' must divide by pp={pp}")
+    if v.get("num_layers") is not None and v["num_layers"] != len("".join(segments)):
+        out.append(f"--num-layers {v['num_layers']} is not the pattern's {len(''.join(segments))} layers (Megatron "
+                   "would ignore it)")
     return out

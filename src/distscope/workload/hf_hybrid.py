@@ -12,7 +12,8 @@ Nemotron 3 (Mamba-2; `nemotron_h`).
   of the routed width).
 - Nemotron-H (NemotronHConfig): `hybrid_override_pattern` (or `layers_block_type`) gives one block per
   character: M Mamba-2, * attention, - squared-ReLU MLP, E MoE. The model's layers are its FFN blocks (- and
-  E, the MLP ones counted as dense layers) and its mixers are the M and * blocks (LinearMixer). Mamba-2:
+  E, the MLP ones counted as dense layers) and its mixers are the M and * blocks (LinearMixer, which keeps the
+  order as its `pattern` for Megatron's --hybrid-layer-pattern). Mamba-2:
   `mamba_num_heads` × `mamba_head_dim`, `n_groups` × `ssm_state_size`, `conv_kernel`, `chunk_size`.
   Attention has no positional encoding. LatentMoE's `moe_latent_size` becomes MoESpec.latent;
   `num_nextn_predict_layers` (Nemotron 3's MTP block) the MTP depth, priced as a mean layer.
@@ -31,6 +32,7 @@ QWEN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 WRAPPERS = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 FAMILIES = (*QWEN, "nemotron_h")
 _BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+_SYMBOL = {b: c for c, b in _BLOCKS.items()}
 
 
 def load_hybrid(cfg: dict[str, Any], path: str, kind: str, name: str, source: str) -> ModelSpec:
@@ -73,7 +75,7 @@ def _load(cfg: dict[str, Any], path: str, kind: str, name: str, source: str) -> 
                             heads=req(cfg, path, "mamba_num_heads"), head_dim=req(cfg, path, "mamba_head_dim"),
                             key_heads=req(cfg, path, "n_groups"), key_dim=req(cfg, path, "ssm_state_size"),
                             conv_kernel=opt(cfg, path, "conv_kernel", 4), chunk=opt(cfg, path, "chunk_size", 128),
-                            separate_blocks=True)
+                            separate_blocks=True, pattern="".join(_SYMBOL[b] for b in blocks))
         moe = None
         if n["moe"]:
             width = req(cfg, path, "moe_intermediate_size")

@@ -108,6 +108,11 @@ class MixerKind(enum.Enum):
     GATED_DELTANET = "gated-deltanet"  # Gated DeltaNet (Yang et al. 2025): Qwen3-Next, Qwen3.5
 
 
+# Megatron's hybrid block symbols (megatron/core/models/hybrid/hybrid_layer_allocation.py Symbols): Mamba-2,
+# attention, MLP, MoE
+PATTERN_SYMBOLS = "M*-E"
+
+
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LinearMixer:
@@ -133,6 +138,10 @@ class LinearMixer:
     # each mixer and each FFN is a block of its own (Nemotron-H's pattern; Megatron's hybrid stack counts them
     # all in --num-layers and checkpoints each), else a mixer and an FFN make one layer (Qwen3-Next)
     separate_blocks: bool = False
+    # the blocks in order, one of PATTERN_SYMBOLS each (Megatron's --hybrid-layer-pattern, the HF config's
+    # hybrid_override_pattern) for separate blocks; "" where the order is not known. The cost model uses only
+    # the counts; search/emit.py cuts the pattern into pipeline segments
+    pattern: str = ""
 
     def __post_init__(self) -> None:
         for f in ("layers", "heads", "head_dim", "key_heads", "key_dim", "conv_kernel", "chunk"):
@@ -140,6 +149,15 @@ class LinearMixer:
                 raise DistscopeError(f"linear_mixer.{f}={getattr(self, f)} must be >= 1")
         if self.attention_layers < 0:
             raise DistscopeError(f"linear_mixer.attention_layers={self.attention_layers} must be >= 0")
+        if self.pattern:
+            bad = sorted(set(self.pattern) - set(PATTERN_SYMBOLS))
+            if bad or not self.separate_blocks or self.kind is not MixerKind.MAMBA2:
+                raise DistscopeError(f"linear_mixer.pattern={self.pattern!r}: a block order of separate Mamba-2 "
+                                     f"blocks, one of {PATTERN_SYMBOLS!r} each" + (f" (not {''.join(bad)!r})" if bad else ""))
+            for sym, f in (("M", "layers"), ("*", "attention_layers")):
+                if self.pattern.count(sym) != getattr(self, f):
+                    raise DistscopeError(f"linear_mixer.pattern has {self.pattern.count(sym)} {sym!r} blocks, "
+                                         f"linear_mixer.{f}={getattr(self, f)}")
         if self.heads % self.key_heads:
             raise DistscopeError(f"linear_mixer.heads={self.heads} not divisible by key_heads={self.key_heads}")
 
@@ -337,6 +355,11 @@ class ModelSpec:
                                  f"layers={self.layers}")
         if self.linear_mixer is not None and self.local_attention is not None:
             raise DistscopeError(f"model {self.name}: linear_mixer and local_attention together are not modelled")
+        if self.linear_mixer is not None and self.linear_mixer.pattern:
+            p, routed = self.linear_mixer.pattern, (self.layers - self.moe.dense_layers) if self.moe else 0
+            if (p.count("E"), p.count("-")) != (routed, self.layers - routed):
+                raise DistscopeError(f"model {self.name}: linear_mixer.pattern has {p.count('E')} MoE ('E') and "
+                                     f"{p.count('-')} MLP ('-') blocks, the model {routed} and {self.layers - routed}")
         if (ca := self.compressed_attention) is not None:
             if ca.sparse_layers + ca.heavy_layers > self.layers:
                 raise DistscopeError(f"model {self.name}: compressed_attention sparse_layers + heavy_layers = "
