@@ -84,12 +84,16 @@ def _spec(cfg: dict[str, Any], path: str, name: str, source: str, layers: int, r
         max_positions=int_(cfg, path, "max_position_embeddings") or 0, source=source)
 
 
+def _is_ratio(r: Any) -> bool:
+    """A compression ratio as the configs write it: an integer >= 0 (0 = no compression)."""
+    return isinstance(r, int) and not isinstance(r, bool) and r >= 0
+
+
 def _ratios(cfg: dict[str, Any], path: str, layers: int, show: Any) -> list[int]:
     """Each backbone layer's compression ratio (module docstring)."""
     raw = cfg.get("compress_ratios")
     if raw is not None:
-        if not isinstance(raw, list) or len(raw) < layers or not all(
-                isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in raw):
+        if not isinstance(raw, list) or len(raw) < layers or not all(_is_ratio(r) for r in raw):
             raise DistscopeError(f"{path}: compress_ratios={show(raw)} must list an integer >= 0 for each of the "
                                  f"{layers} layers")
         return list(raw[:layers])
@@ -103,7 +107,7 @@ def _ratios(cfg: dict[str, Any], path: str, layers: int, show: Any) -> list[int]
             raise DistscopeError(f"{path}: layer_types entry {show(t)} is not a DeepSeek-V4 layer type; valid: "
                                  f"{', '.join(_TYPES)}")
         r = 0 if t == "sliding_attention" else rates.get(t, _TYPES.get(t))
-        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+        if not _is_ratio(r):
             raise DistscopeError(f"{path}: compress_rates[{t!r}]={show(r)} must be an integer >= 0")
         out.append(r)
     return out
