@@ -4,6 +4,7 @@ COMM nodes with bytes from the op's inputs, waits (explicit and from data depend
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -217,6 +218,29 @@ def test_simulate_starts_a_captures_ranks_at_their_measured_offsets(tmp_path, ca
     assert together["measured_step_s"] == pytest.approx(0.01) and apart["measured_step_s"] == pytest.approx(0.014)
     # rank 1 starts 4 ms late: everything that waits for it (both collectives, then rank 0) moves with it
     assert apart["step_time_s"] == pytest.approx(together["step_time_s"] + 0.004, rel=0.05)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("start_offset_s_by_rank", "x", "an object of rank: seconds >= 0"),
+    ("start_offset_s_by_rank", {"0": -1.0}, "an object of rank: seconds >= 0"),
+    ("step_s_by_rank", {"a": 0.01}, "an object of rank: seconds >= 0"),
+    ("step_s", None, "a step time in seconds > 0"),
+    ("unprofiled_step_s", "fast", "a step time in seconds > 0 (or absent)"),
+])
+def test_a_corrupted_capture_summary_is_one_line(tmp_path, field, value, says) -> None:  # type: ignore[no-untyped-def]
+    """capture.json's fields `simulate` reads: a bad one names itself (a string there was an AttributeError)."""
+    import json
+
+    from distscope.trace.capture_files import CaptureSummary, load_summary
+
+    summary = CaptureSummary(world_size=2, step=None, torch="", step_s_by_rank={0: 0.01, 1: 0.01},
+                             start_offset_s_by_rank={}, nodes=0, comm_bytes_by_group={}, converted=False).to_json()
+    (tmp_path / "capture.json").write_text(json.dumps(summary))
+    assert load_summary(tmp_path)["step_s"] == pytest.approx(0.01)
+    (tmp_path / "capture.json").write_text(json.dumps({**summary, field: value}))
+    with pytest.raises(DistscopeError, match=rf"capture.json'?: {field}=.* must be {re.escape(says)}; recapture") as exc:
+        load_summary(tmp_path)
+    assert "\n" not in str(exc.value)
 
 
 def test_bad_steps_are_one_line() -> None:

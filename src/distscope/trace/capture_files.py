@@ -340,8 +340,25 @@ def merge_calls(out_dir: Path) -> int:
 
 
 def load_summary(out_dir: Path) -> dict[str, Any]:
+    """capture.json, its fields that `simulate` reads checked (one line naming a bad one: recapture)."""
+    path = str(out_dir / SUMMARY)
     data: dict[str, Any] = read_json(out_dir / SUMMARY, "capture summary")
     if data.get("format") != SUMMARY_FORMAT:
-        raise DistscopeError(f"capture summary {str(out_dir / SUMMARY)!r}: format={data.get('format')!r}, "
-                             f"need {SUMMARY_FORMAT}")
+        raise DistscopeError(f"capture summary {path!r}: format={data.get('format')!r}, need {SUMMARY_FORMAT}")
+
+    def seconds(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
+
+    def bad(field: str, v: Any, need: str) -> DistscopeError:
+        return DistscopeError(f"capture summary {path!r}: {field}={json.dumps(v)[:60]} must be {need}; recapture "
+                              "with `distscope trace capture`")
+
+    if not seconds(data.get("step_s")) or not data["step_s"]:
+        raise bad("step_s", data.get("step_s"), "a step time in seconds > 0")
+    if data.get("unprofiled_step_s") is not None and not (seconds(data["unprofiled_step_s"]) and data["unprofiled_step_s"]):
+        raise bad("unprofiled_step_s", data["unprofiled_step_s"], "a step time in seconds > 0 (or absent)")
+    for field in ("step_s_by_rank", "start_offset_s_by_rank"):
+        by_rank = data.get(field, {})
+        if not isinstance(by_rank, dict) or not all(k.isdigit() and seconds(v) for k, v in by_rank.items()):
+            raise bad(field, by_rank, "an object of rank: seconds >= 0")
     return data

@@ -16,7 +16,7 @@ A field read here is checked as hf.py checks every field; a bad one is one line 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from distscope.errors import DistscopeError
 from distscope.workload.hf_moe import _count, _must, check_moe_fields
@@ -84,7 +84,7 @@ def _spec(cfg: dict[str, Any], path: str, name: str, source: str, layers: int, r
         max_positions=int_(cfg, path, "max_position_embeddings") or 0, source=source)
 
 
-def _is_ratio(r: Any) -> bool:
+def _is_ratio(r: Any) -> TypeGuard[int]:
     """A compression ratio as the configs write it: an integer >= 0 (0 = no compression)."""
     return isinstance(r, int) and not isinstance(r, bool) and r >= 0
 
