@@ -17,6 +17,7 @@ mlc-chakra is an optional extra (`pip install 'distscope[chakra]'`); this module
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -84,26 +85,30 @@ def _lane(attrs: dict[str, Any], is_cpu_op: bool) -> str:
     return ""
 
 
+@functools.cache
+def _enum_names(enum: Any) -> dict[int, str]:
+    """value -> name of a protobuf enum (looked up once per enum, not per node: a trace set holds millions)."""
+    return {int(v): enum.Name(v) for v in enum.values()}
+
+
 def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node:
-    type_name = pb.NodeType.Name(msg.type) if msg.type in pb.NodeType.values() else str(msg.type)
-    where = f"rank {rank}, node {msg.id} ({msg.name!r})"
+    type_name = _enum_names(pb.NodeType).get(msg.type) or str(msg.type)
+
+    def where() -> str:
+        return f"rank {rank}, node {msg.id} ({msg.name!r})"
+
     if type_name not in _NODE_KINDS:
-        raise DistscopeError(f"{where}: field type={type_name} is not a node type distscope executes")
+        raise DistscopeError(f"{where()}: field type={type_name} is not a node type distscope executes")
     attrs = {a.name: _attr_value(a) for a in msg.attr}
     kind = _NODE_KINDS[type_name]
     comm_kind = None
     if kind is NodeKind.COMM_COLL:
         raw = attrs.get("comm_type")
         if raw is None:
-            raise DistscopeError(f"{where}: COMM_COLL_NODE has no comm_type attribute")
-        if isinstance(raw, str):
-            name = raw
-        elif int(raw) in pb.CollectiveCommType.values():
-            name = pb.CollectiveCommType.Name(int(raw))
-        else:
-            name = str(raw)
+            raise DistscopeError(f"{where()}: COMM_COLL_NODE has no comm_type attribute")
+        name = raw if isinstance(raw, str) else _enum_names(pb.CollectiveCommType).get(int(raw)) or str(raw)
         if name not in CollKind.__members__:
-            raise DistscopeError(f"{where}: field comm_type={raw} is not a known collective{_closest(name)}")
+            raise DistscopeError(f"{where()}: field comm_type={raw} is not a known collective{_closest(name)}")
         comm_kind = CollKind[name]
     src = attrs.get("comm_src")
     dst = attrs.get("comm_dst")
