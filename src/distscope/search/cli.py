@@ -321,7 +321,7 @@ def framework_configs(plan, spec, shape, cluster) -> dict:
     """Megatron-LM arguments and a torchtitan recipe for `plan`, each with the reasons its framework
     cannot run it (then no text) or the problems its pinned-commit check finds (a bug if any)."""
     from distscope.search import megatron_check, torchtitan_check
-    from distscope.search.emit import megatron_args, megatron_command, megatron_env, torchtitan_recipe
+    from distscope.search.emit import megatron_args, megatron_command, megatron_env, megatron_script, torchtitan_recipe
     from distscope.search.frameworks import Framework, pre_blackwell, unsupported
 
     pb = pre_blackwell(cluster.device)
@@ -330,9 +330,8 @@ def framework_configs(plan, spec, shape, cluster) -> dict:
     text = "" if why else megatron_command(plan, spec, shape, pb)
     if not why:
         why = megatron_check.check(megatron_args(plan, spec, shape), megatron_env(plan, pb), pb)
-    hybrid = spec.linear_mixer is not None and spec.linear_mixer.separate_blocks  # emit.py: --hybrid-layer-pattern
     out["megatron"] = {"text": text, "problems": why, "pinned_commit": megatron_check.pinned_commit(),
-                       "script": "pretrain_hybrid.py" if hybrid else "pretrain_gpt.py"}
+                       "script": megatron_script(spec)}
     why = unsupported(Framework.TORCHTITAN, plan, spec, cluster.device)
     text = "" if why else torchtitan_recipe(plan, spec, shape, cluster.gpus_per_node)
     if not why:

@@ -37,6 +37,11 @@ def pipeline_layout(sizes: tuple[int, ...], mtp: int = 0) -> str:
     return "|".join(chunks)
 
 
+def megatron_script(spec: ModelSpec) -> str:
+    """The Megatron-LM training script that runs `spec`: a hybrid of separate blocks is pretrain_hybrid.py's."""
+    return "pretrain_hybrid.py" if spec.blocks != spec.layers else "pretrain_gpt.py"
+
+
 def hybrid_layer_pattern(pattern: str, sizes: tuple[int, ...]) -> str:
     """Megatron's --hybrid-layer-pattern for a hybrid of separate blocks (LinearMixer.pattern) cut into pipeline
     segments ('|') of `sizes` FFN blocks ('-' or 'E') each, the chunks of the plan in Megatron's order (segment
