@@ -88,6 +88,8 @@ def test_what_it_cannot_emit_is_refused_in_words() -> None:
     assert unsupported(Framework.MEGATRON, plan, spec, c.device) == []
     block = dataclasses.replace(plan, recompute=Recompute.FULL, recompute_layers=1)
     assert any("block recompute of a hybrid" in p for p in unsupported(Framework.MEGATRON, block, spec, c.device))
+    overlap = dataclasses.replace(plan, moe_a2a_overlap=True)
+    assert any("build_schedule_plan" in p for p in unsupported(Framework.MEGATRON, overlap, spec, c.device))
     mtp = dataclasses.replace(spec, mtp_layers=1)
     assert any("MTP block pattern" in p for p in unsupported(Framework.MEGATRON, plan, mtp, c.device))
     assert spec.linear_mixer is not None

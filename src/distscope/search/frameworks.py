@@ -88,6 +88,9 @@ def unsupported(fw: Framework, plan: Plan, spec: ModelSpec, device: Device) -> l
             if plan.recompute is Recompute.FULL and plan.recompute_layers:
                 out.append(f"Megatron's block recompute of a hybrid counts its mixer and FFN blocks, not the "
                            f"{plan.recompute_layers} layers (FFN blocks) the plan recomputes per chunk")
+            if plan.moe_a2a_overlap:  # combined 1F1B calls model.build_schedule_plan, which only GPTModel has
+                out.append("Megatron's --overlap-moe-expert-parallel-comm needs GPTModel.build_schedule_plan; the hybrid "
+                           "model has none (pipeline_parallel/combined_1f1b.py)")
     elif fw is Framework.TORCHTITAN:
         if spec.name not in TORCHTITAN_MODELS:
             out.append(f"torchtitan has no model definition for {spec.name}")
