@@ -84,8 +84,8 @@ def core_s(ca: CompressedAttention, kind: CompressedKind, device: Device, dtype:
     indexer's backward (its own distillation loss) at twice its forward, as a GEMM's."""
     k = ca.kernel_keys(kind, s)
     fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d, d, causal=False, kernel=kernel)
-    n = ca.compressed_per_query(kind, s, selected=False) if kind is CompressedKind.SPARSE else 0
-    if n > 0:  # a sequence shorter than the compression ratio has no compressed keys to score
+    if kind is CompressedKind.SPARSE:  # below the ratio there are no compressed keys: an empty GEMM (gemm_s)
+        n = ca.compressed_per_query(kind, s, selected=False)
         idx = eff.gemm_s(device, gemm_dtype, b * s_q * ca.index_heads, n, ca.index_dim)
         fwd, bwd = fwd + idx, bwd + 2 * idx
     return fwd, bwd

@@ -106,8 +106,6 @@ def gemm_time_s(M: float, N: float, K: float, elt_bytes: float, peak_flops: floa
                 eta_max: float) -> float:
     """One GEMM (M×K)·(K×N): compute- or memory-bound, plus a kernel's fixed cost (see module doc)."""
     m = min(N, K)
-    if m <= 0:  # an empty GEMM: no kernel runs
-        return 0.0
     eta = eta_max * m / (m + GEMM_KAPPA * peak_flops / hbm_Bps)
     t_flops = 2.0 * M * N * K / (peak_flops * eta)
     t_mem = elt_bytes * (M * K + K * N + M * N) / (hbm_Bps * MEM_ETA)
@@ -188,6 +186,8 @@ def gemm_s(device: Device, dtype: DType, M: float, N: float, K: float) -> float:
     benchmark, so a training job runs it at σ of that: on an H200 the analytic curve at σ = 1 came within
     -4% (signed mean) of 100 measured bf16 GEMMs (benchmarks/device_check.py), so without σ a measured
     table would make the same job 1/σ faster than the model does."""
+    if min(N, K) <= 0:  # an empty GEMM (DeepSeek-V4's indexer below its ratio): no kernel runs
+        return 0.0
     kp = device.kernels
     if kp is not None and kp.has_gemm(dtype):
         return kp.gemm_time_s(dtype, M, N, K) / SUSTAINED
