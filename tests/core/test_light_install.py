@@ -3,7 +3,9 @@
 1. Every core module imports there: an import of a package that `[project.dependencies]` does not
    declare fails this test (scipy once passed CI only because CI's environment happened to have it).
 2. Every concrete README example runs there and exits 0, except those that need an extra
-   (EXTRA_FOR): they exit 2 with one line that names the extra to install, never a traceback.
+   (test_readme_examples.EXTRA_FOR): they exit 2 with one line that names the extra to install, never a
+   traceback. This is the only run of the examples that need no extra (test_readme_examples runs the others
+   in the full install): a README example runs once, in the lightest install that can run it.
 
 The venv is created in a temporary directory on every run; pip installs from the configured index.
 """
@@ -18,27 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.test_readme_examples import EXAMPLES, SKIP, SLOW, concrete
+from tests.core.test_readme_examples import EXAMPLES, SKIP, SLOW, concrete, extra_for
 
 ROOT = Path(__file__).resolve().parents[2]
-# example prefix -> the extra it needs, a regex alternative (its install hint must name it)
-EXTRA_FOR = {
-    "distscope trace generate --model torch:": "torch|chakra",  # before the plain prefix: first match wins
-    "distscope trace generate": "chakra",
-    "distscope trace capture": "torch",
-    "distscope serve diffusion": "torch|diffusion",
-    "distscope serve plan --model torch:": "torch",
-    "distscope serve measure --model torch:": "torch",
-    "distscope simulate traces/": "chakra",
-    "distscope simulate cap/": "chakra",
-    "distscope simulate resnet_traces/": "chakra",
-    "distscope measure": "torch",
-    "distscope compress": "torch",
-    "distscope serve measure": "torch",
-    "distscope estimate --model torch:": "torch",
-    "distscope plan --model torch:": "torch",
-    "distscope explore --model llama3-70b --cluster dgx-h100 --gpus 1024": "parquet|report",  # --out *.parquet, --plot
-}
 # modules that import an extra at module level, and the extra (everything else must import light)
 EXTRA_MODULES = {
     "distscope.trace.chakra_io": "chakra",
@@ -107,8 +91,8 @@ def test_readme_examples_on_the_light_install(light_venv: Path, tmp_path: Path) 
         argv = concrete(example)
         if argv is None or any(example.startswith(s) for s in SKIP):
             continue
-        extra = next((x for p, x in EXTRA_FOR.items() if example.startswith(p)), None)
-        if extra is None and any(example.startswith(s) for s in SLOW):
+        extra = extra_for(example)
+        if extra is None and any(example.startswith(s) for s in SLOW) and not os.environ.get("DISTSCOPE_FULL_README"):
             continue
         r = subprocess.run([str(light_venv / "bin" / "distscope"), *argv[1:]], cwd=tmp_path, env=_env(light_venv),
                            capture_output=True, text=True, timeout=600)

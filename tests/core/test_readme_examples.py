@@ -1,10 +1,12 @@
 """Every `distscope ...` example in the README is true to the code.
 
 1. Each names a real command and only flags that command accepts (all examples, synopsis lines too).
-2. Each concrete example runs and exits 0, in order, in a scratch directory that sees the repo's
+2. Each concrete example that needs an extra (EXTRA_FOR) runs and exits 0, in order, in a scratch directory that sees the repo's
    `data/` and `docs/` (optional `[...]` parts are kept unless they hold a placeholder such as `K` or
    `P.json`; `a | b` alternatives take the first). Examples that need what a CI machine lacks are
-   listed in SKIP with the test that covers them instead.
+   listed in SKIP with the test that covers them instead. The examples that need no extra run in
+   tests/core/test_light_install.py, on the light main install (`pip install -e .`) that the README's
+   first command makes: each example runs once, in the lightest install that can run it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,31 @@ SLOW = {
     "distscope serve measure": "serves a real GPT on CPU for about a minute; tests/serve/test_serve_measure.py",
     "distscope explore docs/explore/hbm_70b.yaml": "72 plan searches",
 }
+# example prefix -> the extra it needs, a regex alternative (its install hint must name it). The examples
+# that need none run on the light install only (tests/core/test_light_install.py)
+EXTRA_FOR = {
+    "distscope trace generate --model torch:": "torch|chakra",  # before the plain prefix: first match wins
+    "distscope trace generate": "chakra",
+    "distscope trace capture": "torch",
+    "distscope serve diffusion": "torch|diffusion",
+    "distscope serve plan --model torch:": "torch",
+    "distscope serve measure --model torch:": "torch",
+    "distscope simulate traces/": "chakra",
+    "distscope simulate cap/": "chakra",
+    "distscope simulate resnet_traces/": "chakra",
+    "distscope measure": "torch",
+    "distscope compress": "torch",
+    "distscope serve measure": "torch",
+    "distscope estimate --model torch:": "torch",
+    "distscope plan --model torch:": "torch",
+    "distscope explore --model llama3-70b --cluster dgx-h100 --gpus 1024": "parquet|report",  # --out *.parquet, --plot
+}
 PLACEHOLDER = re.compile(r"(?<![\w.-])([A-Z]{1,2}|[A-Z]\.\w+)(?![\w.-])")
+
+
+def extra_for(example: str) -> str | None:
+    """The extra a README example needs (EXTRA_FOR), or None."""
+    return next((x for p, x in EXTRA_FOR.items() if example.startswith(p)), None)
 
 
 def readme_examples() -> list[str]:
@@ -107,7 +133,7 @@ def test_concrete_examples_run(tmp_path: Path) -> None:
     ran = 0
     for example in EXAMPLES:
         argv = concrete(example)
-        if argv is None or any(example.startswith(s) for s in SKIP):
+        if argv is None or any(example.startswith(s) for s in SKIP) or extra_for(example) is None:
             continue
         if not os.environ.get("DISTSCOPE_FULL_README") and any(example.startswith(s) for s in SLOW):
             continue
