@@ -29,6 +29,14 @@ QWEN3_30B = {"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers"
              "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936, "max_position_embeddings": 40960,
              "tie_word_embeddings": False, "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True,
              "router_aux_loss_coef": 0.001}
+# zai-org/GLM-4.5's fields (the shapes as Megatron-Bridge's docs/models/glm/glm45.md states them), with its
+# attention extras, which are not priced
+GLM_45 = {"model_type": "glm4_moe", "hidden_size": 5120, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+          "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+          "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+          "vocab_size": 151552, "max_position_embeddings": 131072, "tie_word_embeddings": False,
+          "num_nextn_predict_layers": 1, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 2.5,
+          "norm_topk_prob": True, "attention_bias": True, "use_qk_norm": True, "partial_rotary_factor": 0.5}
 GPT_OSS_120B = {"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
                 "num_local_experts": 128, "num_experts_per_tok": 4, "num_attention_heads": 64,
                 "num_key_value_heads": 8, "head_dim": 64, "sliding_window": 128, "vocab_size": 201088,
@@ -53,9 +61,13 @@ def _same_shape(a, b) -> bool:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("cfg", "catalog"), [(DEEPSEEK_V3, "deepseek-v3"), (QWEN3_30B, "qwen3-30b-a3b"),
-                                              (GPT_OSS_120B, "gpt-oss-120b")])
+                                              (GPT_OSS_120B, "gpt-oss-120b"), (GLM_45, "glm-4.5"),
+                                              (dict(GLM_45, hidden_size=4096, intermediate_size=10944,
+                                                    moe_intermediate_size=1408, num_hidden_layers=46,
+                                                    n_routed_experts=128, first_k_dense_replace=1, use_qk_norm=False),
+                                               "glm-4.5-air")])
 def test_config_reproduces_the_catalog_entry(tmp_path: Path, cfg: dict, catalog: str) -> None:
-    """The catalog's DeepSeek-V3 is the 671B main model; its config.json adds the one MTP module."""
+    """The catalog's DeepSeek-V3 and GLM-4.5 are the main models; their config.json adds the one MTP module."""
     spec = load_hf_config(_write(tmp_path, cfg))
     assert _same_shape(spec, get_model(catalog))
     assert spec.mtp_layers == cfg.get("num_nextn_predict_layers", 0)
@@ -88,6 +100,8 @@ def test_interleaved_llama4_warns(tmp_path: Path, capsys) -> None:  # type: igno
     (DEEPSEEK_V3, {"n_expert_groups_dense": 2}, "n_expert_groups_dense=2 is an MoE field"),
     (QWEN3_30B, {"mlp_only_layers": [0, 5]}, "mlp_only_layers=[0, 5]"),
     (DEEPSEEK_V3, {"moe_layer_freq": 2}, "moe_layer_freq=2 is not modelled"),
+    (GLM_45, {"moe_layer_freq": 2}, "moe_layer_freq=2 is not modelled"),
+    (GLM_45, {"n_shared_expert_groups": 2}, "n_shared_expert_groups=2 is an MoE field"),
     (QWEN3_30B, {"num_experts_per_tok": 200}, "top_k=200 must be in 1..experts=128"),
     (LLAMA4_SCOUT["text_config"], {"moe_layers": [1, 3]}, "moe_layers=[1, 3] does not match"),
 ])

@@ -1,5 +1,6 @@
 """Hugging Face `config.json` of the 2025-26 MoE families: Qwen3-MoE, DeepSeek-V3 and Kimi K2 (MLA),
-GPT-OSS and Llama 4 (its `text_config`).
+GLM-4.5 / 4.6 / 4.7 (`glm4_moe`: DeepSeek-V3's MoE fields over GQA attention), GPT-OSS and Llama 4 (its
+`text_config`).
 
 Each family names its experts, top-k, expert width, shared experts and leading dense layers in its own
 fields (transformers' `Qwen3MoeConfig`, `DeepseekV3Config`, `GptOssConfig`, `Llama4TextConfig`). The
@@ -8,8 +9,10 @@ auxiliary-loss weights, jitter) cost nothing here and are accepted. Any other fi
 MoE setting is refused in one line naming it, its value and the fields this family reads: a layout
 distscope cannot price is never guessed. What is priced approximately says so in a warning: Llama 4's
 interleaved MoE layers (the dense ones placed first). Sliding-window and chunked layers are read in
-hf.py. DeepSeek-V3's and Kimi K2's `num_nextn_predict_layers` becomes the MTP depth
-(ModelSpec.mtp_layers), priced on the last pipeline stage.
+hf.py. DeepSeek-V3's, Kimi K2's and GLM's `num_nextn_predict_layers` becomes the MTP depth
+(ModelSpec.mtp_layers), priced on the last pipeline stage. GLM's attention extras cost next to nothing and are
+not priced: QKV biases (`attention_bias`), per-head QK norms (`use_qk_norm`) and rotary on part of each head
+(`partial_rotary_factor`); Megatron-Bridge's GLM45Bridge builds the same GPTModel layers with them.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ READ = {
     "gpt_oss": {"num_local_experts", "num_experts_per_tok", "experts_per_token"},
     "llama4_text": {"num_local_experts", "num_experts_per_tok", "intermediate_size_mlp"},
 }
-READ["kimi_k2"] = READ["deepseek_v3"]
+READ["kimi_k2"] = READ["glm4_moe"] = READ["deepseek_v3"]
 FAMILIES = tuple(READ)
 _MOE_LIKE = re.compile(r"expert|moe|router|topk|top_k|dense_replace|nextn|sparse_step|mlp_only", re.IGNORECASE)
 
@@ -75,6 +78,13 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
                       qk_nope_head_dim=req(cfg, path, "qk_nope_head_dim"),
                       qk_rope_head_dim=req(cfg, path, "qk_rope_head_dim"), v_head_dim=req(cfg, path, "v_head_dim"))
         common = dict(common, head_dim=mla.qk_nope_head_dim)
+        common = dict(common, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
+    elif kind == "glm4_moe":  # Megatron-Bridge GLM45Bridge: moe_layer_freq [0] * first_k_dense_replace + [1] * rest
+        _must(cfg, path, "moe_layer_freq", 1)
+        moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
+                      expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"),
+                      shared_experts=opt(cfg, path, "n_shared_experts", 0),
+                      dense_layers=_count(cfg, path, "first_k_dense_replace"))
         common = dict(common, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
     elif kind == "gpt_oss":
         moe = MoESpec(experts=req(cfg, path, "num_local_experts"),
