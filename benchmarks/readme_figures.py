@@ -174,6 +174,12 @@ ROWS: tuple[tuple[str, str, str], ...] = (
      "({plan_speed:side_by_side.1.against}): ×{plan_speed:side_by_side.1.ratio_current_to_baseline.0:.2f} / "
      "×{plan_speed:side_by_side.1.ratio_current_to_baseline.1:.2f}",
      "`python benchmarks/plan_speed.py --against 4297024,fe10834`"),
+    ("plan search wall time, one process vs one per core (`plan --workers`, the default): GPT-3 175B on 1,024 A100 / "
+     "Qwen3-30B-A3B on 128 H100 / DeepSeek-V3 on 2,048 H100",
+     "{parallel_search:workers} processes: ×{parallel_search:cases.0.speedup:.2f} / "
+     "×{parallel_search:cases.1.speedup:.2f} / ×{parallel_search:cases.2.speedup:.2f} (DeepSeek-V3: "
+     "{parallel_search:cases.2.serial_s:.0f} s -> {parallel_search:cases.2.parallel_s:.0f} s); the same plans kept, "
+     "in the same order: {parallel_search:all_same}", "`python benchmarks/parallel_search.py`"),
     ("plans the search misses: candidates whose full estimate beats the reported #10, in eight searches "
      "(405B, 175B, 70B on H100 and on B200, Mixtral 8x22B, 13B, 8B on 16 and 128 GPUs)",
      "{screen_check:missed_total} (target 0); the screen lies up to {screen_check:pipeline_max_above_pct:.1f}% "

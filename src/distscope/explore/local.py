@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-import os
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -19,12 +18,9 @@ from typing import Any
 from distscope.errors import DistscopeError
 from distscope.explore.batches import make_batches
 from distscope.explore.point import PlanSettings, Point, run_batch
+from distscope.search.parallel import cpu_count
 
 PRELOAD = ["distscope.explore.point", "distscope.search.planner", "distscope.search.compression"]
-
-
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -72,6 +72,7 @@ def plan_cmd(
                                            "planner on the same tables (where TorchRec imports), price its plan with "
                                            "distscope's model and show each rank's costs beside TorchRec's estimates.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Processes for the plan search of a large space (0 = one per core); the plans found are the same.")] = 0,
 ) -> None:
     """Search tp, pp, vp, cp, ep, dp, sequence parallel, ZeRO/distributed optimizer, micro-batch and
     recompute; rank by predicted step time; explain the winner; print Megatron-LM and torchtitan config.
@@ -159,12 +160,16 @@ def plan_cmd(
                            schedules=_schedules(schedules)),
     ) for prec in precisions]
     from distscope.report.progress import progress
+    from distscope.search.parallel import cpu_count
 
+    if not 0 <= workers <= 1024:
+        raise DistscopeError(f"--workers={workers} must be in 0..1024 (0 = one per core)")
+    n_workers = workers or cpu_count()
     results = []
     for sp in spaces:
         S.warn_kernel_fallbacks(c.device, sp.precision)
         with progress(None, f"searching layouts ({sp.precision.value})") as bar:
-            results.append(search(spec, shape, c, sp, top_k=top, progress=bar.update))
+            results.append(search(spec, shape, c, sp, top_k=top, progress=bar.update, workers=n_workers))
     res = merge(results, top) if auto else results[0]
     space = spaces[0] if res.best is None else next(sp for sp in spaces if sp.precision is res.best.plan.precision)
     fw = space.framework

@@ -32,6 +32,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from distscope.model.estimate import estimate
 from distscope.model.layer import head_cost, layer_cost
@@ -39,13 +40,23 @@ from distscope.model.result import Estimate
 from distscope.model.stages import chunk_sizes
 from distscope.plan import AttentionImpl, Framework, Placement, Plan, Recompute, Schedule
 from distscope.search.partition import layer_costs, min_max_partition, part_costs
-from distscope.search.space import Layout, SearchSpace, Sharding, base_plan, layouts, micro_batches, shardings_for
+from distscope.search.space import (
+    Layout,
+    SearchSpace,
+    Sharding,
+    base_plan,
+    layouts,
+    micro_batches,
+    sharding_of,
+    shardings_for,
+)
 from distscope.software.presets import SoftwareProfile
 from distscope.system.topology import Cluster
 from distscope.workload.spec import ModelSpec
 from distscope.workload.training import TrainingShape
 
 Progress = Callable[[int, int], None]  # (layouts done, layouts total)
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,15 +134,15 @@ def comm_free_time(c: Candidate) -> float:
     return c.step_time_s - bd.get("dp", 0.0) - bd.get("tp", 0.0)
 
 
-class _Keeper:
-    """The n candidates with the smallest key (a bounded max-heap)."""
+class _Keeper(Generic[T]):
+    """The n items with the smallest key (a bounded max-heap); ties keep the first added."""
 
-    def __init__(self, n: int, key: Callable[[Candidate], float] = step_time) -> None:
+    def __init__(self, n: int, key: Callable[[T], float]) -> None:
         self.n, self.key = n, key
-        self.heap: list[tuple[float, int, Candidate]] = []
+        self.heap: list[tuple[float, int, T]] = []
         self.count = itertools.count()
 
-    def add(self, c: Candidate) -> None:
+    def add(self, c: T) -> None:
         item = (-self.key(c), next(self.count), c)
         if len(self.heap) < self.n:
             heapq.heappush(self.heap, item)
@@ -142,24 +153,52 @@ class _Keeper:
         """A key a new candidate must beat to be kept (inf until full)."""
         return -self.heap[0][0] if len(self.heap) >= self.n else float("inf")
 
-    def sorted(self) -> list[Candidate]:
+    def sorted(self) -> list[T]:
         return [c for _, _, c in sorted(self.heap, key=lambda x: (-x[0], x[1]))]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Added:
+    """A candidate the search kept, as the recipe that rebuilds it: layout index (in the search's order),
+    sequence parallel, sharding, micro-batch and the recompute choice, with the bound it was tried under
+    and its two keys (search/parallel.py replays these in the serial search's order)."""
+
+    order: tuple[int, int, int, int]  # (layout, sequence-parallel, sharding, micro-batch) indices: the serial order
+    bound: float
+    key: float  # step_time
+    comm_key: float  # comm_free_time
+    sp: bool
+    sharding: tuple[int, bool]
+    micro_batch: int
+    recompute: Recompute
+    recompute_layers: int
+
+
 class _Search:
-    def __init__(self, spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace, keep: int) -> None:
+    """One pass of the layout loop. `ceiling`: a step time no kept candidate can reach (a bound from another
+    part of the search, search/parallel.py); `record`: also keep every added candidate's recipe (Added)."""
+
+    def __init__(self, spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace, keep: int,
+                 ceiling: float = float("inf"), record: bool = False) -> None:
         self.spec, self.shape, self.cluster, self.space = spec, shape, cluster, space
-        self.keeper = _Keeper(keep)
-        self.comm_keeper = _Keeper(keep, comm_free_time)
+        self.keeper: _Keeper[Candidate] = _Keeper(keep, step_time)
+        self.comm_keeper: _Keeper[Candidate] = _Keeper(keep, comm_free_time)
         self.evaluated = 0
         self.feasible = 0
+        self.ceiling = ceiling
+        self.records: list[Added] | None = [] if record else None
 
-    def add(self, c: Candidate) -> None:
+    def add(self, c: Candidate, order: tuple[int, int, int, int], bound: float) -> None:
         self.keeper.add(c)
         self.comm_keeper.add(c)
+        if self.records is not None:
+            p = c.plan
+            self.records.append(Added(order=order, bound=bound, key=step_time(c), comm_key=comm_free_time(c),
+                                      sp=p.sequence_parallel, sharding=sharding_of(p), micro_batch=p.micro_batch,
+                                      recompute=p.recompute, recompute_layers=p.recompute_layers))
 
     def threshold(self) -> float:
-        return self.keeper.threshold()
+        return min(self.ceiling, self.keeper.threshold())
 
     def compute_bound(self, lay: Layout, sp: bool, mb: int) -> float:
         """Step-time lower bound of every plan with this layout, SP and micro-batch (module docstring)."""
@@ -223,17 +262,19 @@ class _Search:
                 best = Candidate(sel, e)
         return best
 
-    def layout(self, lay: Layout) -> None:
+    def layout(self, lay: Layout, index: int = 0) -> None:
+        """Every plan of layout `lay` (the search's `index`-th) worth keeping."""
         mbs = micro_batches(self.space, self.shape, lay)
         sps = [sp for sp in self.space.sequence_parallel
                if not sp or (lay.tp > 1 and self.shape.seq_len % (lay.tp * lay.cp) == 0)] if lay.tp > 1 else [False]
-        for sp in dict.fromkeys(sps):
+        for si, sp in enumerate(dict.fromkeys(sps)):
             bounds = {mb: self.compute_bound(lay, sp, mb) for mb in mbs}
             fits_plain: set[int] = set()  # micro-batches at which the distributed optimizer fits without recompute
             allowed = shardings_for(self.space, lay)
             order = [s for s in (Sharding.DIST_OPT, Sharding.DDP, Sharding.ZERO3, Sharding.ZERO2) if s in allowed]
-            for sharding in order:
-                for mb in mbs:
+            for hi, sharding in enumerate(order):
+                for mi, mb in enumerate(mbs):
+                    at = (index, si, hi, mi)
                     if sharding == Sharding.ZERO2 and mb in fits_plain:
                         continue  # same time as the distributed optimizer, which already fits
                     if bounds[mb] >= self.threshold():
@@ -246,14 +287,14 @@ class _Search:
                         continue
                     e = self.est(plan)
                     if e.feasible:
-                        self.add(Candidate(plan, e))
+                        self.add(Candidate(plan, e), at, bounds[mb])
                         if sharding == Sharding.DIST_OPT:
                             fits_plain.add(mb)
                         continue
                     c = self.fit_recompute(plan, e)
                     if c is None:
                         break
-                    self.add(c)
+                    self.add(c, at, bounds[mb])
 
 
 def stage_chunks(stage_totals: tuple[int, ...], vp: int) -> tuple[int, ...] | None:
@@ -324,18 +365,25 @@ def repartition(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Cand
 
 
 def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace | None = None, *,
-           top_k: int = 10, keep: int = 64, repartition_top: int = 32, progress: Progress | None = None) -> SearchResult:
-    """Every plan of `space` for this model, shape and cluster, ranked by predicted step time."""
+           top_k: int = 10, keep: int = 64, repartition_top: int = 32, progress: Progress | None = None,
+           workers: int = 1) -> SearchResult:
+    """Every plan of `space` for this model, shape and cluster, ranked by predicted step time. `workers` > 1
+    spreads a large search over that many processes (search/parallel.py), with the same result."""
     space = space or SearchSpace()
     t0 = time.perf_counter()
     s = _Search(spec, shape, cluster, space, max(keep, top_k, repartition_top))
     lays = list(layouts(space, spec, shape, cluster))
     lays.sort(key=lambda lay: s.compute_bound(lay, True, 1))  # promising layouts first: tighter bounds sooner
-    for i, lay in enumerate(lays):
-        s.layout(lay)
-        if progress is not None:
-            progress(i + 1, len(lays))
-    ranked = s.keeper.sorted()
+    from distscope.search import parallel
+
+    if workers > 1 and len(lays) >= parallel.MIN_LAYOUTS:
+        ranked, comm, s.evaluated, s.feasible = parallel.search_layouts(s, lays, workers, progress)
+    else:
+        for i, lay in enumerate(lays):
+            s.layout(lay, i)
+            if progress is not None:
+                progress(i + 1, len(lays))
+        ranked, comm = s.keeper.sorted(), s.comm_keeper.sorted()
     # --- optimal pipeline partitioning of the best candidates ---
     out: list[Candidate] = []
     for i, c in enumerate(ranked):
@@ -350,7 +398,7 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
                 c = new if gain.applied else dataclasses.replace(c, partition=gain)
         out.append(c)
     out = _in_full(spec, shape, cluster, out, space.software)
-    return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(s.comm_keeper.sorted()),
+    return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(comm),
                         evaluated=s.evaluated, feasible=s.feasible, layouts=len(lays), search_s=time.perf_counter() - t0)
 
 
