@@ -164,7 +164,9 @@ def plan_cmd(
 
     if not 0 <= workers <= 1024:
         raise DistscopeError(f"--workers={workers} must be in 0..1024 (0 = one per core)")
-    n_workers = workers or cpu_count()
+    n_workers = min(workers or cpu_count(), cpu_count())  # CPU-bound: more processes than cores only cost memory
+    if workers > n_workers:
+        warn(f"--workers={workers}: this host runs {n_workers} at a time; searching with {n_workers}")
     results = []
     for sp in spaces:
         S.warn_kernel_fallbacks(c.device, sp.precision)
