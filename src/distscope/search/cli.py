@@ -246,6 +246,7 @@ def plan_cmd(
         "top": [{**candidate_json(x), "simulated_step_s": sim_of.get(id(x)), "tie": f} for x, f in zip(ranked, tied, strict=True)],
         "ranked_by_simulation": sim_ordered, "tie": tie,
         "evaluated": res.evaluated, "feasible": res.feasible, "layouts": res.layouts, "search_s": res.search_s,
+        "search_processes": res.processes,
         "precisions_searched": [p.value for p in precisions], "why": why, "why_layout": why_layout, "partition": partition_json(split, best.plan), "compression": compression_json(cr),
         "framework": fw.value, "software": sw.name if sw else None, **configs, "estimate_command": again,
         "simulated": [{**candidate_json(x.candidate), "estimated_step_s": x.estimated_step_s,
@@ -274,7 +275,8 @@ def plan_cmd(
     if line:
         out.print(line)
     out.print(breakdown_table(best))
-    out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s")
+    on = f" on {res.processes} processes" if res.processes > 1 else ""
+    out.print(f"searched {res.evaluated:,} plans over {res.layouts:,} layouts in {res.search_s:.2f} s{on}")
     if simulated:
         wall = sum(x.sim_wall_s for x in simulated)
         order = ("they are ranked by simulated step time (sim s)" if sim_ordered else

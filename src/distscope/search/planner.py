@@ -105,6 +105,7 @@ class SearchResult:
     feasible: int
     layouts: int
     search_s: float
+    processes: int = 1  # the layout loop's processes (search/parallel.py; `evaluated` counts their work)
 
     @property
     def best(self) -> Candidate | None:
@@ -376,7 +377,8 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
     lays.sort(key=lambda lay: s.compute_bound(lay, True, 1))  # promising layouts first: tighter bounds sooner
     from distscope.search import parallel
 
-    if workers > 1 and len(lays) >= parallel.MIN_LAYOUTS:
+    processes = workers if workers > 1 and len(lays) >= parallel.MIN_LAYOUTS else 1
+    if processes > 1:
         ranked, comm, s.evaluated, s.feasible = parallel.search_layouts(s, lays, workers, progress)
     else:
         for i, lay in enumerate(lays):
@@ -399,7 +401,8 @@ def search(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: Searc
         out.append(c)
     out = _in_full(spec, shape, cluster, out, space.software)
     return SearchResult(top=tuple(out[:top_k]), pool=tuple(out), comm_pool=tuple(comm),
-                        evaluated=s.evaluated, feasible=s.feasible, layouts=len(lays), search_s=time.perf_counter() - t0)
+                        evaluated=s.evaluated, feasible=s.feasible, layouts=len(lays), search_s=time.perf_counter() - t0,
+                        processes=processes)
 
 
 def partition_gain(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, c: Candidate,
@@ -419,5 +422,6 @@ def merge(results: list[SearchResult], top_k: int) -> SearchResult:
     comm = sorted((c for r in results for c in r.comm_pool), key=comm_free_time)
     return SearchResult(top=tuple(top), pool=tuple(pool), comm_pool=tuple(comm),
                         evaluated=sum(r.evaluated for r in results), feasible=sum(r.feasible for r in results),
-                        layouts=sum(r.layouts for r in results), search_s=sum(r.search_s for r in results))
+                        layouts=sum(r.layouts for r in results), search_s=sum(r.search_s for r in results),
+                        processes=max((r.processes for r in results), default=1))
 
