@@ -26,6 +26,7 @@ def _kept(r: SearchResult) -> tuple[list, list]:  # type: ignore[type-arg]
 @pytest.mark.parametrize(("model", "cluster", "gpus", "gb", "seq", "prelude"), [
     ("llama3-8b", "dgx-h100", 64, 256, 8192, 2),  # dp = 1 layouts: DDP and the distributed optimizer tie exactly
     ("mixtral-8x7b", "dgx-h100", 64, 256, 4096, 16),
+    ("llama3-8b", "dgx-h100", 8, 32, 4096, 10_000),  # the prelude holds every layout: no pool
 ])
 def test_parallel_search_keeps_what_the_serial_one_keeps(monkeypatch: pytest.MonkeyPatch, model: str, cluster: str,
                                                          gpus: int, gb: int, seq: int, prelude: int) -> None:
@@ -36,10 +37,10 @@ def test_parallel_search_keeps_what_the_serial_one_keeps(monkeypatch: pytest.Mon
     serial = search(spec, shape, c, space)
     seen: list[tuple[int, int]] = []
     par = search(spec, shape, c, space, workers=2, progress=lambda i, n: seen.append((i, n)))
-    assert serial.layouts == par.layouts and len(serial.pool) > 10
+    assert serial.layouts == par.layouts and len(serial.pool) > 5
     assert _kept(par) == _kept(serial)
     assert par.evaluated >= serial.evaluated  # the workers skip no more than the serial loop did
-    assert seen[-1] == (serial.layouts, serial.layouts) and len(seen) > 2
+    assert seen[-1] == (serial.layouts, serial.layouts) and (len(seen) > 2 or prelude >= serial.layouts)
 
 
 def _rec(i: int, bound: float, key: float, comm_key: float) -> Added:

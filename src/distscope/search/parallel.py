@@ -12,9 +12,9 @@ sequence parallel, micro-batch) whose bound is not below the slowest kept step t
 4. the kept recipes are rebuilt into plans and estimated again (the estimate is deterministic).
 A block's starting threshold is the serial loop's at an earlier point, and its own is never below the serial
 loop's at the same point (its extra candidates were tried under a bound at or above that threshold), so it
-skips only what the serial loop skipped, and the replay finds every candidate the serial loop kept. It evaluates more plans than the serial loop (`evaluated`
-counts them), and returns the same top and pool. Workers come from a fork server preloaded with the
-planner, as explore's do (explore/local.py).
+skips only what the serial loop skipped, and the replay finds every candidate the serial loop kept. It
+evaluates more plans than the serial loop (`evaluated` counts them) and returns the same top and pool.
+Workers come from a fork server preloaded with the planner, as explore's do (explore/local.py).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Replay:
 
 def _part(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, space: SearchSpace, keep: int, ceiling: float,
           part: list[tuple[int, Layout]]) -> tuple[list[Added], int, int]:
-    """A worker's share: its layouts searched under the prelude's threshold `ceiling`."""
+    """A worker's block: its layouts searched under `ceiling`, the threshold of the layouts before them."""
     s = _Search(spec, shape, cluster, space, keep, ceiling=ceiling, record=True)
     for i, lay in part:
         s.layout(lay, i)
@@ -85,6 +85,15 @@ def _rebuild(s: _Search, lays: list[Layout], r: Added) -> Candidate:
     return c
 
 
+def _kept(s: _Search, lays: list[Layout], kept: Replay) -> tuple[list[Candidate], list[Candidate]]:
+    """The replayed kept sets as candidates (by step time, by comm-free time), each rebuilt once."""
+    built: dict[tuple[int, int, int, int], Candidate] = {}
+    for r in (*kept.keeper.sorted(), *kept.comm.sorted()):
+        if r.order not in built:
+            built[r.order] = _rebuild(s, lays, r)
+    return [built[r.order] for r in kept.keeper.sorted()], [built[r.order] for r in kept.comm.sorted()]
+
+
 def search_layouts(s: _Search, lays: list[Layout], workers: int,
                    progress: Progress | None) -> tuple[list[Candidate], list[Candidate], int, int]:
     """(kept by step time, kept by comm-free time, plans evaluated, feasible) of `lays` (in the search's
@@ -100,7 +109,9 @@ def search_layouts(s: _Search, lays: list[Layout], workers: int,
     if progress is not None:
         progress(done, len(lays))
     rest = list(enumerate(lays))[PRELUDE:]
-    size = max(1, -(-len(rest) // (workers * BLOCKS_PER_WORKER)))
+    if not rest:  # the prelude held every layout
+        return (*_kept(s, lays, kept), evaluated, feasible)
+    size = -(-len(rest) // (workers * BLOCKS_PER_WORKER))
     blocks = [rest[i:i + size] for i in range(0, len(rest), size)]
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     if ctx.get_start_method() == "forkserver":
@@ -138,9 +149,4 @@ def search_layouts(s: _Search, lays: list[Layout], workers: int,
             for proc in list(getattr(ex, "_processes", {}).values()):
                 proc.terminate()
         ex.shutdown(wait=finished, cancel_futures=True)
-    built: dict[tuple[int, int, int, int], Candidate] = {}
-    for r in (*kept.keeper.sorted(), *kept.comm.sorted()):
-        if r.order not in built:
-            built[r.order] = _rebuild(s, lays, r)
-    return ([built[r.order] for r in kept.keeper.sorted()], [built[r.order] for r in kept.comm.sorted()], evaluated,
-            feasible)
+    return (*_kept(s, lays, kept), evaluated, feasible)

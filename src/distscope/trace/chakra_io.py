@@ -107,15 +107,7 @@ def _node_from_proto(pb: Any, msg: Any, rank: int) -> Node:
     if kind is None:
         type_name = _enum_names(pb.NodeType).get(msg.type) or str(msg.type)
         raise DistscopeError(f"{_where(msg, rank)}: field type={type_name} is not a node type distscope executes")
-    # the attributes inline (_attr_value's rule): a trace set has millions of them
-    attrs: dict[str, Any] = {}
-    for a in msg.attr:
-        which = a.WhichOneof("value")
-        if which is None:
-            attrs[a.name] = None
-        else:
-            value = getattr(a, which)
-            attrs[a.name] = list(value.values) if which.endswith("_list") else value
+    attrs = {a.name: _attr_value(a) for a in msg.attr}
     get = attrs.get
     comm_kind = None
     if kind is NodeKind.COMM_COLL:
