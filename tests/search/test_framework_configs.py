@@ -39,6 +39,7 @@ SCENARIOS = [  # (model, cluster, gpus, global batch, seq, precision)
     ("nemotron4-15b", "dgx-h100", 64, 256, 4096, "fp8"),
     ("nemotron-3-nano-30b-a3b", "dgx-h100", 16, 256, 4096, "bf16"),  # a hybrid: --hybrid-layer-pattern
     ("nemotron-h-56b", "dgx-h100", 64, 256, 8192, "bf16"),
+    ("glm-5", "dgx-h100", 256, 256, 32768, "bf16"),  # DSA with CP: --cp-comm-type allgather
 ]
 
 

@@ -33,7 +33,7 @@ from distscope.model import efficiency as eff
 from distscope.model import fp8, host, refusal
 from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
-from distscope.model.layer import LayerCost, head_cost, layer_cost
+from distscope.model.layer import LayerCost, cp_exchange, head_cost, layer_cost
 from distscope.model.memory import WORKSPACE_BYTES, Memory, activation_bytes_per_layer, wgrad_input_bytes_per_layer
 from distscope.model.moe import moe_pass_comm_s, overlap_budget_s, overlapped_a2a_s
 from distscope.model.result import Estimate, LayerTimes
@@ -286,12 +286,12 @@ def tp_regather_hide_s(c: LayerCost, *, split: bool, rec_s: float, cp: bool) -> 
     """Compute that a layer's two re-gathered sequence-parallel inputs (per-op selective recompute) run
     beside with TP overlap: one forward GEMM time, but no more than its backward pass has left after
     the two backward TP points (dgrad + wgrad GEMMs; dgrad alone when a zero-bubble schedule moves
-    wgrad to a W pass) and, with CP, the KV/dKV ring (twice the attention core) took theirs:
+    wgrad to a W pass) and, with CP, the KV/dKV ring (LayerCost.cp_bwd_hide_s) took theirs:
     communication cannot hide behind more compute than the pass has (a Llama 3 70B layer at 1k tokens
     has little besides its GEMMs). One rule for the estimator and the trace."""
     gemm = c.gemm_fwd_s
     b_s = c.bwd_s + rec_s - (gemm if split else 0.0)  # the backward (B) pass
-    taken = (gemm if split else 2 * gemm) + (2 * c.attn_fwd_s if cp else 0.0)
+    taken = (gemm if split else 2 * gemm) + (c.cp_bwd_hide_s if cp else 0.0)
     return max(0.0, min(gemm, b_s - taken))
 
 
@@ -503,9 +503,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         tp_regather[moe] = (t_rg, c_rg)
     full_rc = plan.recompute is Recompute.FULL
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
-    cp_step = 0.0
+    cp_step, cp_back = 0.0, 0
     if cp > 1:
-        kv = 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e  # K and V chunk sent per ring step
+        kv, cp_back = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
         cp_step = collective_s(Collective.SEND_RECV, kv, g_cp)
     a2a_overlap = plan.moe_a2a_overlap and m > 1  # needs another micro-batch's compute to hide behind
     tp_overlap = Dim.TP in plan.overlap and tp > 1
@@ -538,10 +538,10 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
-            bwd = 2 * f  # KV again plus dKV
+            bwd = cp_back * f  # ring: KV again plus dKV; DSA's all-gather: the dKV reduce-scatter
             cp_tot = f + bwd + f * rec
             cp_f = max(0.0, f - c.attn_fwd_s)
-            cp_b = cp_f * rec + max(0.0, bwd - 2 * c.attn_fwd_s)
+            cp_b = cp_f * rec + max(0.0, bwd - c.cp_bwd_hide_s)
             cp_f, cp_b = cp_f + rho * (f - cp_f), cp_b + rho * (bwd + f * rec - cp_b)
         ep_tot = ep_f = ep_b = 0.0
         if moe:

@@ -26,7 +26,7 @@ import functools
 import math
 
 from distscope.dtypes import DType, Precision, Scaling
-from distscope.model import compressed_attention, fp8, kernel_data, linear_mixer, op_sac
+from distscope.model import compressed_attention, fp8, kernel_data, linear_mixer, op_sac, sparse_attention
 from distscope.model import efficiency as eff
 from distscope.model.host import HostWork
 from distscope.plan import AttentionImpl, Recompute
@@ -48,6 +48,14 @@ class LayerCost:
     other_bwd_s: float = 0.0
     other_recompute_s: float = 0.0
     expert_fwd_s: float = 0.0  # forward time of the routed experts' GEMMs (part of gemm_fwd_s)
+    attn_bwd_s: float = 0.0  # backward attention-core time
+
+    @property
+    def cp_bwd_hide_s(self) -> float:
+        """Backward compute the context-parallel exchanges run beside: twice the forward core (ring attention
+        sends KV and dKV beside the core's backward), no more than that backward (DSA's indexer scores
+        have none: model/sparse_attention.py)."""
+        return min(2 * self.attn_fwd_s, self.attn_bwd_s)
 
     def host_floored(self, host: HostWork) -> LayerCost:
         """The same layer when the host issues its kernels no faster than `host` allows (model/host.py):
@@ -65,6 +73,7 @@ class LayerCost:
         return dataclasses.replace(
             self, fwd_s=self.fwd_s + self.other_fwd_s * k, bwd_s=self.bwd_s + self.other_bwd_s * k,
             recompute_s=self.recompute_s + self.other_recompute_s * k, attn_fwd_s=self.attn_fwd_s * (1 + k),
+            attn_bwd_s=self.attn_bwd_s * (1 + k),
             other_fwd_s=self.other_fwd_s * (1 + k), other_bwd_s=self.other_bwd_s * (1 + k),
             other_recompute_s=self.other_recompute_s * (1 + k))
 
@@ -158,6 +167,8 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         gemms += [(T, m.q_lora_rank, h, True), (T, a_l * d_qk, m.q_lora_rank, True),
                   (T, m.kv_lora_rank + m.qk_rope_head_dim, h, True),
                   (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank, True), (T, h, a_l * d_v, False)]
+        if spec.sparse_attention is not None:  # DSA's lightning indexer (model/sparse_attention.py)
+            gemms += sparse_attention.gemms(spec.sparse_attention, spec, T)
     else:
         d_qk = d_v = spec.dhead
         q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate doubles q_proj (params.py)
@@ -222,6 +233,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     if spec.attention_gate and mixer is Mixer.ATTENTION:  # sigmoid(gate) · output: read both, write one
         el_bytes += 3 * T * a_l * d_v * e
     attn_dtype = gemm_dtype if fp8_attention else act_dtype
+    bwd_flops_offset = 0.0  # backward FLOPs beyond twice the forward's (DSA's forward-only indexer scores)
     band = spec.local_attention if spec.local_attention is not None and s > spec.local_attention.size else None
     share = band.layers / spec.layers if band is not None else 0.0  # the layer cost is the mean over the layers
     if band is not None:  # its layers' share of the model FLOPs counts the keys their queries attend to
@@ -233,6 +245,13 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         attn_fwd_s, attn_bwd_s = compressed_attention.core_s(ca, kind, device, attn_dtype, gemm_dtype, b, s_q, s,
                                                              a_l, d_qk, attention.kernel or "cudnn")
         el_bytes += compressed_attention.elementwise_bytes(ca, kind, T, a_l, d_qk, e)
+    elif (sa := spec.sparse_attention) is not None and mixer is Mixer.ATTENTION:
+        assert spec.mla is not None  # DSA: its fused sparse kernels whatever the plan's attention implementation
+        core_flops = sparse_attention.core_flops(sa, spec.mla, spec.layers, b, s_q, s, a_l)
+        bwd_flops_offset = sparse_attention.backward_flops_offset(sa, spec.mla, spec.layers, b, s_q, s, a_l)
+        attn_fwd_s, attn_bwd_s = sparse_attention.core_s(sa, spec.mla, spec.layers, device, attn_dtype, b, s_q, s,
+                                                         a_l, attention.kernel or "cudnn")
+        el_bytes += sparse_attention.elementwise_bytes(sa, spec.layers, T, e)
     elif mixer is not Mixer.ATTENTION:
         attn_fwd_s = attn_bwd_s = softmax_bytes = 0.0
         if mixer is Mixer.LINEAR:
@@ -274,9 +293,20 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         recompute_s, recompute_flops, other_rc = 0.0, 0.0, 0.0
     return LayerCost(
         fwd_s=fwd_s, bwd_s=bwd_s, recompute_s=recompute_s, gemm_fwd_s=gemm_fwd_s, attn_fwd_s=attn_fwd_s,
-        model_flops=3 * fwd_flops, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
-        other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s,
+        model_flops=3 * fwd_flops + bwd_flops_offset, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
+        other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s, attn_bwd_s=attn_bwd_s,
     )
+
+
+def cp_exchange(spec: ModelSpec, T: float, tp: int, e: float) -> tuple[float, int]:
+    """(bytes, backward exchanges) of the chunk a context-parallel rank exchanges with each other rank per
+    layer: ring attention's K and V of its kv heads, 2·T·g_l·d·e, sent again with their gradients in the
+    backward (2); DSA's all-gathered latent KV and indexer keys (sparse_attention.kv_chunk_bytes), whose
+    gradients are reduce-scattered once (1)."""
+    if spec.sparse_attention is not None:
+        assert spec.mla is not None
+        return sparse_attention.kv_chunk_bytes(spec.sparse_attention, spec.mla, T, e), 1
+    return 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e, 2
 
 
 # Keys per tile of FlashAttention-2's forward kernel for head dims up to 128 (kBlockN, flash-attn

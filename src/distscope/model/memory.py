@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from distscope.model import compressed_attention, linear_mixer, op_sac
+from distscope.model import compressed_attention, linear_mixer, op_sac, sparse_attention
 from distscope.model.routing import routed_load
 from distscope.plan import Plan, Recompute
 from distscope.workload.spec import FfnKind, ModelSpec
@@ -113,7 +113,8 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
         ffn = T * (spec.ffn_hidden / tp) * (e * up + gi)
     q_l = 2 * a_l if spec.attention_gate else a_l  # the output gate's half of q_proj is kept too
     block_in = T * h * r * (e + gi)  # a block's norm input and its first GEMM's input
-    if plan.attention.fused or spec.compressed_attention is not None:  # DeepSeek-V4: its fused sparse kernels
+    if plan.attention.fused or spec.compressed_attention is not None or spec.sparse_attention is not None:
+        # DeepSeek-V4 and DSA run their own fused sparse kernels
         core = 4.0 * T * a_l
     elif rc is Recompute.SELECTIVE:
         core = 0.0
@@ -122,6 +123,9 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
     attn = block_in + T * h * r * mask + e * T * (q_l + 2 * g_l) * d + gi * T * a_l * d + core
     if (ca := spec.compressed_attention) is not None:
         attn += compressed_attention.activation_bytes(spec, ca, T, e, gi)
+    if (sa := spec.sparse_attention) is not None:
+        assert spec.mla is not None
+        attn += sparse_attention.activation_bytes(sa, spec.mla, spec.layers, T, s, a_l, d, e)
     lm = spec.linear_mixer
     mix = 0.0 if lm is None else block_in + linear_mixer.activation_bytes(lm, T, tp, e, gi)
     return attn, mix, block_in + T * h * r * mask + ffn

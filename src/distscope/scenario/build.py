@@ -128,6 +128,10 @@ def check_seq(spec: ModelSpec, seq: int) -> None:
         from distscope.model import compressed_attention
 
         warn(f"model {spec.name}: " + compressed_attention.MISSING)
+    if spec.sparse_attention is not None:
+        from distscope.model import sparse_attention
+
+        warn(f"model {spec.name}: " + sparse_attention.MISSING)
     if spec.max_positions and seq > spec.max_positions:  # the catalog's (or config.json's) context window
         warn(f"--seq={seq} is beyond model {spec.name}'s context of {spec.max_positions} tokens "
              f"({seq / spec.max_positions:.0f}x); predicted as if it ran")

@@ -114,6 +114,8 @@ def megatron_args(plan: Plan, spec: ModelSpec, shape: TrainingShape) -> list[str
             a.append("--overlap-moe-expert-parallel-comm")
         if plan.moe_balance is not None:  # a plan that names no policy leaves the run's own
             a += _MOE_BALANCE_ARGS[plan.moe_balance]
+    if spec.sparse_attention is not None and plan.cp > 1:  # DSAttention's only CP kind (dsa.py), the one priced
+        a += ["--cp-comm-type", "allgather"]
     if spec.mtp_layers:
         a += ["--mtp-num-layers", str(spec.mtp_layers)]
     sizes = chunk_sizes(spec.layers, plan.pp, plan.vp, plan.stage_layers)

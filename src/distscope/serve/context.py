@@ -36,6 +36,10 @@ def check_lengths(spec: ModelSpec, input_len: int, output_len: int, window: int 
     if spec.compressed_attention is not None:
         raise DistscopeError(f"model {spec.name}: serving DeepSeek-V4's compressed attention (CSA/HCA) is not "
                              "modelled; `distscope estimate` and `plan` price its training")
+    if spec.sparse_attention is not None:  # decode reads min(ctx, topk) latent entries plus every indexer key
+        raise DistscopeError(f"model {spec.name}: serving DeepSeek Sparse Attention (top-{spec.sparse_attention.topk} "
+                             "keys chosen by its indexer) is not modelled; `distscope estimate` and `plan` price its "
+                             "training")
     if spec.moe is not None and spec.moe.latent:
         raise DistscopeError(f"model {spec.name}: serving LatentMoE (latent={spec.moe.latent}) is not modelled; "
                              "`distscope estimate` and `plan` price its training")

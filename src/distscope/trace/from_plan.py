@@ -53,6 +53,7 @@ from distscope.model.estimate import (
     weight_gather_bytes,
     zero3_reduce_last_share,
 )
+from distscope.model.layer import cp_exchange
 from distscope.model.moe import (
     A2A_OVERLAP_SM_FRACTION,
     deepep_bytes,
@@ -266,12 +267,14 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 codec_b += ca[0] + cm[0]
             bwd += _tp_point(D_tp, tp, sp, bh, ag, tp_wire)[0] + _tp_point(D_tp, tp, sp, bh, ag2, tp_wire)[0]
             if cp > 1:
-                kv = round(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e)
+                chunk, back = cp_exchange(spec, T, tp, e)
+                kv = round(chunk)
                 fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
                 if recomputes:
                     bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
-                bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=2 * c.attn_fwd_s))
-                bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, with_previous=True))
+                bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.cp_bwd_hide_s))
+                if back == 2:
+                    bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, with_previous=True))
             extra_f = extra_b = 0.0
             if moe:
                 rec = 1.0 if recomputes else 0.0

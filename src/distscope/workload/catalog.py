@@ -22,6 +22,7 @@ from distscope.workload.spec import (
     MoESpec,
     NormKind,
     PositionKind,
+    SparseAttention,
 )
 
 
@@ -53,6 +54,8 @@ def spec_from_dict(name: str, d: dict[str, Any]) -> ModelSpec:
             raise DistscopeError(f"model {name}: linear_mixer.kind: {exc}; valid: "
                                  f"{', '.join(k.value for k in MixerKind)}") from None
         d["linear_mixer"] = LinearMixer(**lm)
+    if d.get("sparse_attention"):
+        d["sparse_attention"] = SparseAttention(**d["sparse_attention"])
     if d.get("compressed_attention"):
         d["compressed_attention"] = CompressedAttention(**d["compressed_attention"])
     return ModelSpec(name=name, **d)

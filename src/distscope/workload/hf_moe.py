@@ -1,4 +1,6 @@
 """Hugging Face `config.json` of the 2025-26 MoE families: Qwen3-MoE, DeepSeek-V3 and Kimi K2 (MLA),
+DeepSeek-V3.2 (`deepseek_v32`) and GLM-5 (`glm_moe_dsa`): MLA with DeepSeek Sparse Attention (its indexer's
+`index_*` fields; ModelSpec.sparse_attention),
 GLM-4.5 / 4.6 / 4.7 (`glm4_moe`: DeepSeek-V3's MoE fields over GQA attention), GPT-OSS and Llama 4 (its
 `text_config`).
 
@@ -21,7 +23,7 @@ import re
 from typing import Any
 
 from distscope.errors import DistscopeError, warn
-from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind
+from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKind, PositionKind, SparseAttention
 
 # routing numerics (no effect on FLOPs, bytes or communication), and the layout fields load_moe checks itself
 _ROUTING = {"norm_topk_prob", "output_router_logits", "router_aux_loss_coef", "routed_scaling_factor", "topk_method",
@@ -36,6 +38,10 @@ READ = {
     "llama4_text": {"num_local_experts", "num_experts_per_tok", "intermediate_size_mlp"},
 }
 READ["kimi_k2"] = READ["glm4_moe"] = READ["deepseek_v3"]
+# DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the indexer's fields, and GLM-5.2's shared top-k layers
+_DSA = {"index_topk", "index_n_heads", "index_head_dim", "index_topk_freq", "index_skip_topk_offset",
+        "index_topk_pattern", "indexer_types"}
+READ["deepseek_v32"] = READ["glm_moe_dsa"] = READ["deepseek_v3"] | _DSA
 FAMILIES = tuple(READ)
 _MOE_LIKE = re.compile(r"expert|moe|router|topk|top_k|dense_replace|nextn|sparse_step|mlp_only", re.IGNORECASE)
 
@@ -68,7 +74,7 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
                                  "among MoE ones; distscope models leading dense layers only (need [])")
         moe = MoESpec(experts=req(cfg, path, "num_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                       expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"))
-    elif kind in ("deepseek_v3", "kimi_k2"):
+    elif kind in ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa"):
         _must(cfg, path, "moe_layer_freq", 1)
         moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
                       expert_ffn_hidden=req(cfg, path, "moe_intermediate_size"),
@@ -79,6 +85,10 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
                       qk_rope_head_dim=req(cfg, path, "qk_rope_head_dim"), v_head_dim=req(cfg, path, "v_head_dim"))
         common = dict(common, head_dim=mla.qk_nope_head_dim)
         common = dict(common, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
+        if kind in ("deepseek_v32", "glm_moe_dsa"):
+            common = dict(common, sparse_attention=SparseAttention(
+                topk=req(cfg, path, "index_topk"), index_heads=req(cfg, path, "index_n_heads"),
+                index_dim=req(cfg, path, "index_head_dim"), indexer_layers=_indexer_layers(cfg, path, layers)))
     elif kind == "glm4_moe":  # Megatron-Bridge GLM45Bridge: moe_layer_freq [0] * first_k_dense_replace + [1] * rest
         _must(cfg, path, "moe_layer_freq", 1)
         moe = MoESpec(experts=req(cfg, path, "n_routed_experts"), top_k=req(cfg, path, "num_experts_per_tok"),
@@ -105,6 +115,28 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
         common = dict(common, ffn_hidden=opt(cfg, path, "intermediate_size_mlp", common["ffn_hidden"]))
     return ModelSpec(**common, ffn=FfnKind.SWIGLU, position=PositionKind.ROPE, norm=NormKind.RMSNORM,
                      bias=False, tied_embeddings=tied, moe=moe, mla=mla)
+
+
+def _indexer_layers(cfg: dict[str, Any], path: str, layers: int) -> int:
+    """How many layers run their own DSA indexer (0: all), as transformers' GlmMoeDsaConfig reads it: an
+    `indexer_types` list ("full" / "shared") or `index_topk_pattern` string ("F" / "S") of one entry per
+    layer, else layer i (0-based) is full when max(i − offset + 1, 0) is a multiple of `index_topk_freq`
+    (offset `index_skip_topk_offset`, default 2; Megatron-Core's is_dsa_skip_topk_layer agrees)."""
+    listed = cfg.get("indexer_types")
+    key, full = "indexer_types", "full"
+    if listed is None and cfg.get("index_topk_pattern") is not None:
+        listed, key, full = cfg["index_topk_pattern"], "index_topk_pattern", "F"
+    if listed is not None:
+        if not isinstance(listed, (list, str)) or len(listed) != layers or not listed.count(full):
+            raise DistscopeError(f"{path}: {key}={listed!r} needs one entry per layer ({layers}), at least one "
+                                 f"{full!r}")
+        return 0 if listed.count(full) == layers else listed.count(full)
+    freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
+    for k, v in (("index_topk_freq", freq), ("index_skip_topk_offset", offset)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if k == "index_topk_freq" else 0):
+            raise DistscopeError(f"{path}: {k}={v!r} must be an integer >= {1 if k == 'index_topk_freq' else 0}")
+    n = sum(1 for i in range(layers) if max(i - offset + 1, 0) % freq == 0)
+    return 0 if n == layers else n
 
 
 def _count(cfg: dict[str, Any], path: str, key: str) -> int:

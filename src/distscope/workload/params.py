@@ -11,6 +11,8 @@ Per layer (h hidden, d head dim, a heads, g kv heads, f FFN hidden):
              + kv_norm d + wo_a a·d·o_r (G groups of a·d/G -> o_r) + wo_b G·o_r·h + attn_sink a; a CSA or
              HCA layer's compressor 2·h·c·d + ape r·c·d (fp32) + norm d; a CSA layer's indexer
              q_r·i·d_i + h·i + its compressor 2·h·2·d_i + ape 4·2·d_i + norm d_i
+  DSA        (spec.sparse_attention; Megatron-Core DSAIndexer) MLA's plus, in the layers that run an indexer,
+             linear_wq_b q_r·i·d_i + linear_wk h·d_i + its LayerNorm 2·d_i + linear_weights_proj h·i
   mHC        (spec.residual_streams n > 1) per block (mixer and FFN) fn (n + 2)·n·n·h, base (n + 2)·n and 3
              scales; the output head's fn n·n·h, base n and 1 scale
 Linear mixers (hybrid models, spec.linear_mixer; W = heads·head_dim, K = key_heads·key_dim, c the conv kernel):
@@ -34,7 +36,7 @@ def norm_params(spec: ModelSpec) -> int:
     return 2 * spec.hidden if spec.norm is NormKind.LAYERNORM and spec.bias else spec.hidden
 
 
-def attention_params(spec: ModelSpec) -> int:
+def attention_params(spec: ModelSpec) -> float:
     h, a, g, d = spec.hidden, spec.heads, spec.kv_heads, spec.dhead
     if spec.mla is not None:
         m = spec.mla
@@ -46,10 +48,19 @@ def attention_params(spec: ModelSpec) -> int:
             + m.kv_lora_rank  # kv_a RMSNorm
             + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
             + a * m.v_head_dim * h
-        )
+        ) + sparse_attention_params(spec)
     weights = h * a * d * (2 if spec.attention_gate else 1) + 2 * h * g * d + a * d * h
     biases = (a * d + 2 * g * d + h) if spec.bias else 0
     return weights + biases
+
+
+def sparse_attention_params(spec: ModelSpec) -> float:
+    """DSA's lightning indexer (module docstring), the mean over the layers; 0 without DSA."""
+    sa, m = spec.sparse_attention, spec.mla
+    if sa is None or m is None:
+        return 0.0
+    own = m.q_lora_rank * sa.index_heads * sa.index_dim + spec.hidden * (sa.index_dim + sa.index_heads)
+    return sa.indexer_share(spec.layers) * (own + 2 * sa.index_dim)
 
 
 def compressed_attention_params(spec: ModelSpec) -> float:

@@ -305,6 +305,39 @@ class MLASpec:
 
 @cached_hash
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SparseAttention:
+    """DeepSeek Sparse Attention over MLA (DSA: DeepSeek-V3.2-Exp report sec. 2.1; GLM-5; Megatron-Core
+    experimental_attention_variant/dsa.py). A lightning indexer of `index_heads` × `index_dim` (queries from
+    q_lora, one key of index_dim per token) scores each query's whole causal prefix; the query then attends
+    only the `topk` best keys, through MLA in its absorbed (MQA) form. `indexer_layers` of the layers run
+    their own indexer; the others reuse the top-k of the last one that did (GLM-5.2's `index_topk_freq`;
+    0 = every layer runs it)."""
+
+    topk: int
+    index_heads: int
+    index_dim: int
+    indexer_layers: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("topk", "index_heads", "index_dim"):
+            if getattr(self, f) < 1:
+                raise DistscopeError(f"sparse_attention.{f}={getattr(self, f)} must be >= 1")
+        if self.indexer_layers < 0:
+            raise DistscopeError(f"sparse_attention.indexer_layers={self.indexer_layers} must be >= 0")
+
+    def keys_per_query(self, s: int) -> float:
+        """Mean keys a query attends to over a causal sequence of s tokens: query i (1-based) sees
+        min(i, topk) of them, (k(k + 1)/2 + (s − k)·k)/s for s > k, the prefix's (s + 1)/2 otherwise (a
+        sliding window of the same width has the same count)."""
+        return LocalAttention(kind=LocalKind.SLIDING, size=self.topk, layers=1).keys_per_query(s)
+
+    def indexer_share(self, layers: int) -> float:
+        """The share of the layers that run their own indexer."""
+        return 1.0 if self.indexer_layers == 0 else self.indexer_layers / layers
+
+
+@cached_hash
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     name: str
     layers: int
@@ -323,6 +356,7 @@ class ModelSpec:
     head_dim: int = 0  # 0 means hidden // heads
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    sparse_attention: SparseAttention | None = None  # DSA over MLA (DeepSeek-V3.2, GLM-5)
     # multi-token prediction depth (DeepSeek-V3 report sec. 2.2; Megatron --mtp-num-layers; HF
     # num_nextn_predict_layers): each module is a projection of [norm(h); norm(embedding)] (2h -> h), one
     # more transformer layer of the last layer's kind and another pass through the shared output head
@@ -370,6 +404,13 @@ class ModelSpec:
             if self.heads % ca.o_groups:
                 raise DistscopeError(f"model {self.name}: heads={self.heads} not divisible by "
                                      f"compressed_attention.o_groups={ca.o_groups}")
+        if (sa := self.sparse_attention) is not None:
+            if self.mla is None:
+                raise DistscopeError(f"model {self.name}: sparse_attention (DSA) needs mla: its sparse core is MLA's "
+                                     "absorbed form")
+            if sa.indexer_layers > self.layers:
+                raise DistscopeError(f"model {self.name}: sparse_attention.indexer_layers={sa.indexer_layers} exceeds "
+                                     f"layers={self.layers}")
         if self.residual_streams < 1:
             raise DistscopeError(f"model {self.name}: residual_streams={self.residual_streams} must be >= 1")
         if self.position is PositionKind.LEARNED and self.max_positions < 1:

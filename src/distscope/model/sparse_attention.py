@@ -1,0 +1,120 @@
+"""Work of one DeepSeek Sparse Attention layer (DSA; workload/spec.py SparseAttention) for one micro-batch on
+one GPU, beyond the MLA projections it shares with a dense MLA layer (model/layer.py).
+
+Sources: the DeepSeek-V3.2-Exp report (sec. 2.1: the lightning indexer, top-k selection, the KL loss that
+trains the indexer on the main attention's distribution over the selected keys) and Megatron-Core's
+implementation (experimental_attention_variant/dsa.py DSAIndexer / DSAttention, absorbed_mla.py,
+dsa_cudnn_kernels.py: the fused cuDNN / FlashMLA path GLM-5's recipes run with dsa_kernel_backend=cudnn).
+
+Shapes (T = b·s_q tokens on this GPU, s the sequence, a_l = a/tp query heads, q_r the query rank, d_c the
+KV latent (kv_lora_rank), d_r the RoPE part (qk_rope_head_dim), i_h × i_d the indexer's heads and dim,
+k̄ = SparseAttention.keys_per_query(s) the mean keys a query attends to, n̄ = (s + 1)/2 the mean causal
+prefix, w = SparseAttention.indexer_share the layers that run their own indexer):
+  indexer      linear_wq_b (T, i_h·i_d, q_r), linear_wk (T, i_d, h), linear_weights_proj (T, i_h, h): all
+               "duplicated" on every TP rank (not split), so over all T tokens on each
+  scores       the head-summed ReLU(q·k) weights over each query's causal prefix: 2·T·i_h·i_d·n̄ FLOPs
+               forward, priced as a GEMM (T·i_h, n̄, i_d); the fp32 scores are written and read once by the
+               top-k selection: 8·T·n̄ bytes
+  core         MLA in its absorbed (MQA) form, as the sparse kernels run it: every query head against k̄
+               keys of width d_c + d_r, values of width d_c: 2·b·a_l·s_q·k̄·(2·d_c + d_r) FLOPs forward.
+               Absorption moves kv_b_proj's work into a per-head q·W_UK and o·W_UV of the same FLOPs when
+               queries and keys are the same tokens (training), so the MLA GEMMs stand as they are. The
+               kernel compacts each query's valid indices (dsa_cudnn_kernels._compact_valid_topk_indices):
+               priced as b·a_l·s_q/k̄ unmasked k̄ × k̄ problems on the fused-attention curve, like a
+               sliding window (model/layer.py local_attention_s)
+  indexer loss the main attention's head-summed distribution over the k̄ selected keys, recomputed
+               (sparse_attn_score_recompute: the core's QKᵀ share, (d_c + d_r)/(2·d_c + d_r) of its
+               forward), and the indexer's backward over those keys only (sparse loss): 2 × 2·T·i_h·i_d·k̄
+  element-wise RoPE over the indexer's q and k and its key LayerNorm, 2·e·T·(i_h·i_d + 2·i_d)
+Model FLOPs count the core and the projections at three times their forward, the scores and the loss's
+recompute once and the indexer's backward over the selected keys (backward_flops_offset).
+Context parallelism (cp_comm_type allgather, the only kind DSA runs): each rank all-gathers the latent KV
+and the indexer keys of the whole sequence, T·(d_c + d_r + i_d)·e bytes per rank, and reduce-scatters
+their gradients in the backward (kv_chunk_bytes).
+
+Not priced: with tp > 1 the indexer loss all-reduces the head-summed target over the TP group (T·k̄ fp32
+values per layer); GLM-5's and DeepSeek-V3.2's recipes run tp = 1. Kernels: no benchmark of FlashMLA's or
+cuDNN's sparse kernel or of the indexer is in data/kernels; `MISSING` names the gap where a verb prices one.
+"""
+
+from __future__ import annotations
+
+from distscope.dtypes import DType
+from distscope.model import efficiency as eff
+from distscope.model import fp8
+from distscope.system.device import Device
+from distscope.workload.spec import MLASpec, ModelSpec, SparseAttention
+
+MISSING = ("no kernel benchmark of DeepSeek Sparse Attention's sparse MLA kernel or lightning indexer in "
+           "data/kernels: the core is priced on the fused-attention curve at its FLOPs, the indexer's scores as a GEMM")
+
+
+def gemms(sa: SparseAttention, spec: ModelSpec, T: float) -> list[fp8.Linear]:
+    """The indexer's linear layers (module docstring), weighted by the layers that run it; their inputs
+    come from norms (q_a's RMSNorm, the layer's input norm)."""
+    assert spec.mla is not None
+    w, h = sa.indexer_share(spec.layers), spec.hidden
+    return [(w * T, sa.index_heads * sa.index_dim, spec.mla.q_lora_rank, True), (w * T, sa.index_dim, h, True),
+            (w * T, sa.index_heads, h, True)]
+
+
+def core_flops(sa: SparseAttention, m: MLASpec, layers: int, b: int, s_q: float, s: int, a_l: float) -> float:
+    """Forward FLOPs of the sparse core, the indexer's scores and the loss's score recompute (module docstring)."""
+    d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
+    k, w = sa.keys_per_query(s), sa.indexer_share(layers)
+    core = 2.0 * b * a_l * s_q * k * (2 * d_c + d_r)
+    scores = 2.0 * b * s_q * sa.index_heads * sa.index_dim * (s + 1) / 2
+    loss = 2.0 * b * a_l * s_q * k * (d_c + d_r)
+    return core + w * (scores + loss)
+
+
+def backward_flops_offset(sa: SparseAttention, m: MLASpec, layers: int, b: int, s_q: float, s: int,
+                          a_l: float) -> float:
+    """The layer's backward FLOPs less twice its forward's (model FLOPs count a backward at twice the forward
+    elsewhere): the indexer's dense scores and the loss's recompute have no backward, and the indexer's
+    backward covers the k̄ selected keys only, 2 × 2·T·i_h·i_d·k̄ (module docstring)."""
+    d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
+    k, w = sa.keys_per_query(s), sa.indexer_share(layers)
+    scores = 2.0 * b * s_q * sa.index_heads * sa.index_dim * (s + 1) / 2
+    loss = 2.0 * b * a_l * s_q * k * (d_c + d_r)
+    indexer_bwd = 2 * 2.0 * b * s_q * sa.index_heads * sa.index_dim * k
+    return w * (indexer_bwd - 2 * (scores + loss))
+
+
+def core_s(sa: SparseAttention, m: MLASpec, layers: int, device: Device, dtype: DType, b: int, s_q: float, s: int,
+           a_l: float, kernel: str) -> tuple[float, float]:
+    """(forward, backward) time of the sparse core, the indexer's scores and top-k, and its loss (module
+    docstring). The indexer's dense scores have no backward: the sparse loss reaches the indexer only
+    through the selected keys."""
+    d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
+    k, w = sa.keys_per_query(s), sa.indexer_share(layers)
+    fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d_c + d_r, d_c, causal=False,
+                                     kernel=kernel)
+    rows = b * s_q * sa.index_heads
+    scores = eff.gemm_s(device, dtype, rows, (s + 1) / 2, sa.index_dim)
+    topk = eff.elementwise_s(device, 8.0 * b * s_q * (s + 1) / 2)
+    recompute = fwd * (d_c + d_r) / (2 * d_c + d_r)
+    indexer_bwd = 2 * eff.gemm_s(device, dtype, rows, k, sa.index_dim)
+    return fwd + w * (scores + topk + recompute), bwd + w * indexer_bwd
+
+
+def elementwise_bytes(sa: SparseAttention, layers: int, T: float, e: float) -> float:
+    """HBM bytes of the indexer's own element-wise kernels per forward (module docstring)."""
+    return sa.indexer_share(layers) * 2 * e * T * (sa.index_heads * sa.index_dim + 2 * sa.index_dim)
+
+
+def activation_bytes(sa: SparseAttention, m: MLASpec, layers: int, T: float, s: int, a_l: float, d: int,
+                     e: float) -> float:
+    """What a DSA layer keeps for its backward beyond a dense MLA layer's q, k, v at head dim d
+    (model/memory.py): the absorbed core's query (a_l·(d_c + d_r)), latent KV (d_c + d_r) and latent output
+    (a_l·d_c) in place of q, k and v, and where the indexer runs its q, k and weights (i_h·i_d + i_d + i_h,
+    in e bytes) and the selected indices (min(topk, s) int32 per token)."""
+    d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
+    absorbed = a_l * (2 * d_c + d_r) + d_c + d_r - 3 * a_l * d
+    indexer = e * (sa.index_heads * sa.index_dim + sa.index_dim + sa.index_heads) + 4 * min(sa.topk, s)
+    return T * (e * absorbed + sa.indexer_share(layers) * indexer)
+
+
+def kv_chunk_bytes(sa: SparseAttention, m: MLASpec, T: float, e: float) -> float:
+    """Bytes of one rank's chunk that context parallelism all-gathers per layer (module docstring)."""
+    return T * (m.kv_lora_rank + m.qk_rope_head_dim + sa.index_dim) * e
