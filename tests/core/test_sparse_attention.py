@@ -138,6 +138,8 @@ def test_config_reproduces_the_catalog_entry(tmp_path: Path, cfg: dict, catalog:
     ({"indexer_types": ["full", "shared"] * 39}, 39),
     ({"index_topk_pattern": "F" + "S" * 77}, 1),
     ({"index_topk_freq": 1}, 0),  # every layer runs its indexer: 0
+    # zai-org/GLM-5.2's settings, with its per-layer FFN kinds
+    ({"index_topk_freq": 4, "index_skip_topk_offset": 3, "mlp_layer_types": ["dense"] * 3 + ["sparse"] * 75}, 21),
 ])
 def test_glm52_shared_indexer_layers(tmp_path: Path, extra: dict, full: int) -> None:
     spec = load_hf_config(_write(tmp_path, dict(GLM_5, **extra)))
@@ -151,6 +153,7 @@ def test_glm52_shared_indexer_layers(tmp_path: Path, extra: dict, full: int) -> 
     ({"index_skip_topk_offset": -1}, "index_skip_topk_offset=-1"),
     ({"index_topk": 0}, "index_topk=0"),
     ({"moe_topk_extra": 1}, "moe_topk_extra=1"),
+    ({"mlp_layer_types": ["dense", "sparse"] * 39}, "mlp_layer_types="),
 ])
 def test_bad_indexer_fields_are_refused(tmp_path: Path, extra: dict, needle: str) -> None:
     with pytest.raises(DistscopeError, match=needle):

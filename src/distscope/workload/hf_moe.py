@@ -85,6 +85,11 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
                       qk_rope_head_dim=req(cfg, path, "qk_rope_head_dim"), v_head_dim=req(cfg, path, "v_head_dim"))
         common = dict(common, head_dim=mla.qk_nope_head_dim)
         common = dict(common, mtp_layers=_count(cfg, path, "num_nextn_predict_layers"))
+        types = cfg.get("mlp_layer_types")  # GLM-5's per-layer FFN kinds: the leading dense layers, then MoE
+        if types is not None and types != ["dense"] * moe.dense_layers + ["sparse"] * (layers - moe.dense_layers):
+            raise DistscopeError(f"{path}: mlp_layer_types={show(types)} is not {moe.dense_layers} 'dense' then "
+                                 f"{layers - moe.dense_layers} 'sparse' (first_k_dense_replace): distscope models "
+                                 "leading dense layers only")
         if kind in ("deepseek_v32", "glm_moe_dsa"):
             common = dict(common, sparse_attention=SparseAttention(
                 topk=req(cfg, path, "index_topk"), index_heads=req(cfg, path, "index_n_heads"),
