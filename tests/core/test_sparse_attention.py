@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distscope.cli import main
 from distscope.dtypes import Precision
@@ -149,6 +151,7 @@ def test_glm52_shared_indexer_layers(tmp_path: Path, extra: dict, full: int) -> 
 @pytest.mark.parametrize(("extra", "needle"), [
     ({"indexer_types": ["full"] * 3}, "indexer_types"),
     ({"index_topk_pattern": "S" * 78}, "index_topk_pattern"),
+    ({"indexer_types": ["full"] + ["skip"] * 77}, "indexer_types"),
     ({"index_topk_freq": 0}, "index_topk_freq=0"),
     ({"index_skip_topk_offset": -1}, "index_skip_topk_offset=-1"),
     ({"index_topk": 0}, "index_topk=0"),
@@ -191,3 +194,27 @@ def test_megatron_arguments_ask_for_the_all_gather_context_parallelism_priced() 
     assert with_cp[with_cp.index("--cp-comm-type") + 1] == "allgather"
     assert "--cp-comm-type" not in megatron_args(Plan(dp=8, tp=1, pp=6, cp=1, ep=8, micro_batch=1), get_model("glm-5"),
                                                  shape)
+
+
+_ODD = [None, True, -1, 0, 1, 3, 2.5, "4", [], ["full"], "F" * 78, ["full"] * 78, {"a": 1}]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.dictionaries(st.sampled_from(["index_topk", "index_n_heads", "index_head_dim", "index_topk_freq",
+                                        "index_skip_topk_offset", "index_topk_pattern", "indexer_types",
+                                        "mlp_layer_types"]),
+                       st.sampled_from(_ODD), min_size=1, max_size=3))
+def test_indexer_fields_fuzz_give_a_spec_or_one_line(extra: dict) -> None:
+    """Odd values in the indexer's fields: a model that prices, or one line naming the field; never a traceback."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            spec = load_hf_config(_write(Path(d), dict(GLM_5, num_hidden_layers=78, **extra)))
+        except DistscopeError as exc:
+            msg = str(exc)
+            assert "\n" not in msg and any(k in msg for k in [*extra, "sparse_attention"]), msg
+            return
+    sa = spec.sparse_attention
+    assert sa is not None and sa.topk >= 1 and 0 <= sa.indexer_layers < 78
+    assert _cost(spec, 8192).fwd_s > 0

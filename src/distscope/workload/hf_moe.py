@@ -125,16 +125,17 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
 def _indexer_layers(cfg: dict[str, Any], path: str, layers: int) -> int:
     """How many layers run their own DSA indexer (0: all), as transformers' GlmMoeDsaConfig reads it: an
     `indexer_types` list ("full" / "shared") or `index_topk_pattern` string ("F" / "S") of one entry per
-    layer, else layer i (0-based) is full when max(i − offset + 1, 0) is a multiple of `index_topk_freq`
+    layer, the first full (a shared layer reuses an earlier one's top-k), else layer i (0-based) is full when max(i − offset + 1, 0) is a multiple of `index_topk_freq`
     (offset `index_skip_topk_offset`, default 2; Megatron-Core's is_dsa_skip_topk_layer agrees)."""
     listed = cfg.get("indexer_types")
-    key, full = "indexer_types", "full"
+    key, full, shared = "indexer_types", "full", "shared"
     if listed is None and cfg.get("index_topk_pattern") is not None:
-        listed, key, full = cfg["index_topk_pattern"], "index_topk_pattern", "F"
+        listed, key, full, shared = cfg["index_topk_pattern"], "index_topk_pattern", "F", "S"
     if listed is not None:
-        if not isinstance(listed, (list, str)) or len(listed) != layers or not listed.count(full):
-            raise DistscopeError(f"{path}: {key}={listed!r} needs one entry per layer ({layers}), at least one "
-                                 f"{full!r}")
+        if (not isinstance(listed, (list, str)) or len(listed) != layers or listed[0] != full
+                or any(t not in (full, shared) for t in listed)):
+            raise DistscopeError(f"{path}: {key}={listed!r} needs one {full!r} or {shared!r} per layer ({layers}), "
+                                 f"the first {full!r}")
         return 0 if listed.count(full) == layers else listed.count(full)
     freq, offset = cfg.get("index_topk_freq", 1), cfg.get("index_skip_topk_offset", 2)
     for k, v in (("index_topk_freq", freq), ("index_skip_topk_offset", offset)):
