@@ -250,7 +250,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         core_flops = sparse_attention.core_flops(sa, spec.mla, spec.layers, b, s_q, s, a_l)
         bwd_flops_offset = sparse_attention.backward_flops_offset(sa, spec.mla, spec.layers, b, s_q, s, a_l)
         attn_fwd_s, attn_bwd_s = sparse_attention.core_s(sa, spec.mla, spec.layers, device, attn_dtype, b, s_q, s,
-                                                         a_l, attention.kernel or "cudnn")
+                                                         a_l)
         el_bytes += sparse_attention.elementwise_bytes(sa, spec.layers, T, e)
     elif mixer is not Mixer.ATTENTION:
         attn_fwd_s = attn_bwd_s = softmax_bytes = 0.0

@@ -13,14 +13,16 @@ prefix, w = SparseAttention.indexer_share the layers that run their own indexer)
   indexer      linear_wq_b (T, i_h·i_d, q_r), linear_wk (T, i_d, h), linear_weights_proj (T, i_h, h): all
                "duplicated" on every TP rank (not split), so over all T tokens on each
   scores       the head-summed ReLU(q·k) weights over each query's causal prefix: 2·T·i_h·i_d·n̄ FLOPs
-               forward, priced as a GEMM (T·i_h, n̄, i_d); the fp32 scores are written and read once by the
-               top-k selection: 8·T·n̄ bytes
+               forward, priced as one GEMM (T, n̄, i_h·i_d): the kernel (DeepGEMM's fp8_mqa_logits, cuDNN's
+               indexer_forward) reduces over the heads before it writes a score, so only the head-summed
+               fp32 scores reach HBM, written and read once by the top-k selection: 8·T·n̄ bytes
   core         MLA in its absorbed (MQA) form, as the sparse kernels run it: every query head against k̄
                keys of width d_c + d_r, values of width d_c: 2·b·a_l·s_q·k̄·(2·d_c + d_r) FLOPs forward.
                Absorption moves kv_b_proj's work into a per-head q·W_UK and o·W_UV of the same FLOPs when
                queries and keys are the same tokens (training), so the MLA GEMMs stand as they are. The
                kernel compacts each query's valid indices (dsa_cudnn_kernels._compact_valid_topk_indices):
-               priced as b·a_l·s_q/k̄ unmasked k̄ × k̄ problems on the fused-attention curve, like a
+               priced as b·a_l·s_q/k̄ unmasked k̄ × k̄ problems on cuDNN's fused-attention curve (the sparse
+               kernels, cuDNN's or FlashMLA's, run whatever the plan's attention implementation), like a
                sliding window (model/layer.py local_attention_s)
   indexer loss the main attention's head-summed distribution over the k̄ selected keys, recomputed
                (sparse_attn_score_recompute: the core's QKᵀ share, (d_c + d_r)/(2·d_c + d_r) of its
@@ -82,19 +84,19 @@ def backward_flops_offset(sa: SparseAttention, m: MLASpec, layers: int, b: int, 
 
 
 def core_s(sa: SparseAttention, m: MLASpec, layers: int, device: Device, dtype: DType, b: int, s_q: float, s: int,
-           a_l: float, kernel: str) -> tuple[float, float]:
+           a_l: float) -> tuple[float, float]:
     """(forward, backward) time of the sparse core, the indexer's scores and top-k, and its loss (module
     docstring). The indexer's dense scores have no backward: the sparse loss reaches the indexer only
     through the selected keys."""
     d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
     k, w = sa.keys_per_query(s), sa.indexer_share(layers)
     fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d_c + d_r, d_c, causal=False,
-                                     kernel=kernel)
-    rows = b * s_q * sa.index_heads
-    scores = eff.gemm_s(device, dtype, rows, (s + 1) / 2, sa.index_dim)
+                                     kernel="cudnn")
+    width = sa.index_heads * sa.index_dim  # the heads are summed in the kernel: one GEMM over all of them
+    scores = eff.gemm_s(device, dtype, b * s_q, (s + 1) / 2, width)
     topk = eff.elementwise_s(device, 8.0 * b * s_q * (s + 1) / 2)
     recompute = fwd * (d_c + d_r) / (2 * d_c + d_r)
-    indexer_bwd = 2 * eff.gemm_s(device, dtype, rows, k, sa.index_dim)
+    indexer_bwd = 2 * eff.gemm_s(device, dtype, b * s_q, k, width)
     return fwd + w * (scores + topk + recompute), bwd + w * indexer_bwd
 
 
