@@ -20,7 +20,8 @@ runs unsplit: tensor parallelism over it is refused (CompressedAttention.refusal
 
 Kernels: no benchmark of FlashMLA's sparse kernel, of cuDNN's DSA kernel or of the lightning indexer is in
 data/kernels. The core is priced on the plan's fused-attention curve at the same FLOPs (the head dim of
-512 is past the curves' last measured dim: the efficiency stays at it) and the indexer's scores as a GEMM;
+512 is past the curves' last measured dim: the efficiency stays at it) and the indexer's scores as one GEMM
+(T, n̄, i_l·d_i): the kernel sums its heads before it writes a score (model/sparse_attention.py, DSA's);
 `MISSING` names the gap where a verb prices one.
 
 Manifold-constrained hyper-connections (spec.residual_streams n > 1; DeepSeek-V4 Block.hc_pre / hc_post):
@@ -86,7 +87,7 @@ def core_s(ca: CompressedAttention, kind: CompressedKind, device: Device, dtype:
     fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d, d, causal=False, kernel=kernel)
     if kind is CompressedKind.SPARSE:  # below the ratio there are no compressed keys: an empty GEMM (gemm_s)
         n = ca.compressed_per_query(kind, s, selected=False)
-        idx = eff.gemm_s(device, gemm_dtype, b * s_q * ca.index_heads, n, ca.index_dim)
+        idx = eff.gemm_s(device, gemm_dtype, b * s_q, n, ca.index_heads * ca.index_dim)  # heads summed in-kernel
         fwd, bwd = fwd + idx, bwd + 2 * idx
     return fwd, bwd
 
