@@ -25,6 +25,8 @@ def models_cmd() -> None:
         attn = s.attention.value + ("" if band is None else f", {band.layers} {band.kind.value} {band.size}")
         if (lm := s.linear_mixer) is not None:  # a hybrid: how many mixers of each kind
             attn = f"{lm.attention_layers} {s.attention.value} + {lm.layers} {lm.kind.value}"
+        if (sa := s.sparse_attention) is not None:  # DSA: its top-k and the layers running an indexer
+            attn += f" + dsa top{sa.topk}" + (f" ({sa.indexer_layers} indexers)" if sa.indexer_layers else "")
         if (ca := s.compressed_attention) is not None:  # DeepSeek-V4: its layers of each kind
             rest = s.layers - ca.sparse_layers - ca.heavy_layers
             attn = f"{rest} window {ca.window} + {ca.sparse_layers} csa + {ca.heavy_layers} hca"
