@@ -218,3 +218,19 @@ def test_indexer_fields_fuzz_give_a_spec_or_one_line(extra: dict) -> None:
     sa = spec.sparse_attention
     assert sa is not None and sa.topk >= 1 and 0 <= sa.indexer_layers < 78
     assert _cost(spec, 8192).fwd_s > 0
+
+
+def test_tensor_parallel_indexer_loss_all_reduces_its_target(tmp_path: Path) -> None:
+    """With tp > 1 each DSA layer's forward all-reduces the loss's head-summed target over the selected keys,
+    4 bytes x tokens x min(topk, s), on the TP group; with tp = 1 there is none."""
+    from distscope.trace.from_plan import step_spec
+    from distscope.trace.graph import CollKind
+
+    cfg = dict(GLM_5, num_hidden_layers=4, first_k_dense_replace=1, num_nextn_predict_layers=0)
+    path = _write(tmp_path, cfg)
+    for tp, seq in ((2, 16384), (2, 1024), (1, 16384)):
+        sc = build_scenario(WorkloadFlags(model=path, seq=seq, global_batch=16), SystemFlags(cluster="dgx-h100", gpus=16),
+                            PlanFlags(tp=tp, pp=1, cp=1, ep=4, dp=16 // tp, micro_batch=1))
+        layer = next(x for x in step_spec(sc.spec, sc.shape, sc.cluster, sc.plan).stages[0] if x.name == "layer1")
+        ars = [op.size_bytes for op in layer.fwd_comm if op.kind is CollKind.ALL_REDUCE and op.group.name == "TP"]
+        assert ars == ([4 * seq * min(2048, seq)] if tp > 1 else []), (tp, seq, ars)

@@ -30,7 +30,7 @@ from distscope.comm.group import GroupNet
 from distscope.compress.spec import METHOD_SPECS, CompressionMethod, compressed_comm_cost, hbm_bound_GBps, ratio_vs
 from distscope.errors import DistscopeError
 from distscope.model import efficiency as eff
-from distscope.model import fp8, host, refusal
+from distscope.model import fp8, host, refusal, sparse_attention
 from distscope.model.efficiency import mem_time_s
 from distscope.model.framework_memory import FRAMEWORK_MEMORY
 from distscope.model.layer import LayerCost, cp_exchange, head_cost, layer_cost
@@ -503,6 +503,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         tp_regather[moe] = (t_rg, c_rg)
     full_rc = plan.recompute is Recompute.FULL
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
+    # DSA's indexer loss all-reduces its head-summed target over the TP group, exposed (model/sparse_attention.py)
+    dsa_ar = (collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(
+        spec.sparse_attention, spec.layers, T, s), g_tp) if spec.sparse_attention is not None and tp > 1 else 0.0)
     cp_step, cp_back = 0.0, 0
     if cp > 1:
         kv, cp_back = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
@@ -533,8 +536,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tp_f, tp_b = tp_pass, tp_rec + tp_pass
         # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
         tp_f, tp_b = tp_f + rho * (tp_pass - tp_f), tp_b + rho * (tp_rec + tp_pass - tp_b)
-        tp_f += codec_pass
-        tp_b += (1 + rec) * codec_pass + codec_regather
+        tp_f += codec_pass + dsa_ar
+        tp_b += (1 + rec) * codec_pass + codec_regather + rec * dsa_ar
+        tp_tot += (1 + rec) * dsa_ar
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core

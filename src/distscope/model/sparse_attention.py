@@ -34,9 +34,11 @@ Context parallelism (cp_comm_type allgather, the only kind DSA runs): each rank 
 and the indexer keys of the whole sequence, T·(d_c + d_r + i_d)·e bytes per rank, and reduce-scatters
 their gradients in the backward (kv_chunk_bytes).
 
-Not priced: with tp > 1 the indexer loss all-reduces the head-summed target over the TP group (T·k̄ fp32
-values per layer); GLM-5's and DeepSeek-V3.2's recipes run tp = 1. Kernels: no benchmark of FlashMLA's or
-cuDNN's sparse kernel or of the indexer is in data/kernels; `MISSING` names the gap where a verb prices one.
+Tensor parallelism: each TP rank holds a_l of the heads, so the loss's head-summed target over the selected
+keys is all-reduced over the TP group in the forward, min(topk, s) fp32 values per token where the indexer
+runs (compute_dsa_indexer_loss; loss_all_reduce_bytes), exposed: the loss needs it at once.
+Kernels: no benchmark of FlashMLA's or cuDNN's sparse kernel or of the indexer is in data/kernels;
+`MISSING` names the gap where a verb prices one.
 """
 
 from __future__ import annotations
@@ -120,3 +122,9 @@ def activation_bytes(sa: SparseAttention, m: MLASpec, layers: int, T: float, s: 
 def kv_chunk_bytes(sa: SparseAttention, m: MLASpec, T: float, e: float) -> float:
     """Bytes of one rank's chunk that context parallelism all-gathers per layer (module docstring)."""
     return T * (m.kv_lora_rank + m.qk_rope_head_dim + sa.index_dim) * e
+
+
+def loss_all_reduce_bytes(sa: SparseAttention, layers: int, T: float, s: int) -> float:
+    """Bytes of the indexer loss's TP all-reduce per layer and micro-batch, the mean over the layers (module
+    docstring): 4·T·min(topk, s) where the indexer runs."""
+    return sa.indexer_share(layers) * 4.0 * T * min(sa.topk, s)

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from distscope.comm import Collective, group_net
 from distscope.compress.spec import CompressionMethod
 from distscope.errors import DistscopeError
+from distscope.model import sparse_attention
 from distscope.model.efficiency import mem_time_s
 from distscope.model.estimate import (
     ADAM_BYTES_PER_PARAM,
@@ -266,6 +267,12 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 bwd += _as_point([fa[0], fm[0]], rg_hide)
                 codec_b += ca[0] + cm[0]
             bwd += _tp_point(D_tp, tp, sp, bh, ag, tp_wire)[0] + _tp_point(D_tp, tp, sp, bh, ag2, tp_wire)[0]
+            if spec.sparse_attention is not None and tp > 1:  # DSA's indexer loss (model/sparse_attention.py)
+                loss = CommOp(group=Group.TP, kind=AR, size_bytes=round(sparse_attention.loss_all_reduce_bytes(
+                    spec.sparse_attention, spec.layers, T, s)))
+                fwd.append(loss)
+                if recomputes:
+                    bwd.append(loss)
             if cp > 1:
                 chunk, back = cp_exchange(spec, T, tp, e)
                 kv = round(chunk)
