@@ -286,12 +286,12 @@ def tp_regather_hide_s(c: LayerCost, *, split: bool, rec_s: float, cp: bool) -> 
     """Compute that a layer's two re-gathered sequence-parallel inputs (per-op selective recompute) run
     beside with TP overlap: one forward GEMM time, but no more than its backward pass has left after
     the two backward TP points (dgrad + wgrad GEMMs; dgrad alone when a zero-bubble schedule moves
-    wgrad to a W pass) and, with CP, the KV/dKV ring (LayerCost.cp_bwd_hide_s) took theirs:
+    wgrad to a W pass) and, with CP, the KV/dKV ring (twice the attention core) took theirs:
     communication cannot hide behind more compute than the pass has (a Llama 3 70B layer at 1k tokens
     has little besides its GEMMs). One rule for the estimator and the trace."""
     gemm = c.gemm_fwd_s
     b_s = c.bwd_s + rec_s - (gemm if split else 0.0)  # the backward (B) pass
-    taken = (gemm if split else 2 * gemm) + (c.cp_bwd_hide_s if cp else 0.0)
+    taken = (gemm if split else 2 * gemm) + (2 * c.attn_fwd_s if cp else 0.0)
     return max(0.0, min(gemm, b_s - taken))
 
 
@@ -506,10 +506,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     # DSA's indexer loss all-reduces its head-summed target over the TP group, exposed (model/sparse_attention.py)
     dsa_ar = (collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(
         spec.sparse_attention, spec.layers, T, s), g_tp) if spec.sparse_attention is not None and tp > 1 else 0.0)
-    cp_step, cp_back = 0.0, 0
-    if cp > 1:
-        kv, cp_back = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
-        cp_step = collective_s(Collective.SEND_RECV, kv, g_cp)
+    cp_x = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
+    cp_step = collective_s(Collective.SEND_RECV, cp_x.nbytes, g_cp) if cp > 1 else 0.0
+    cp_hides = cp > 1 and cp_x.overlapped  # ring attention runs beside the core; an all-gather blocks
     a2a_overlap = plan.moe_a2a_overlap and m > 1  # needs another micro-batch's compute to hide behind
     tp_overlap = Dim.TP in plan.overlap and tp > 1
     split = plan.traits.split_backward and pp > 1
@@ -522,7 +521,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         tp_pass = sum(points)  # one pass's two points
         codec_pass = sum(k for _, k in tp_points[moe])
         regather, codec_regather = tp_regather[moe]
-        rg_hide = (tp_regather_hide_s(c, split=split, rec_s=rfrac * c.recompute_s, cp=cp > 1)
+        rg_hide = (tp_regather_hide_s(c, split=split, rec_s=rfrac * c.recompute_s, cp=cp_hides)
                    if regather and tp_overlap else 0.0)
         tp_rec = rec * tp_pass + regather  # recomputed forward: the full pass, or the re-gathers
         tp_tot = 2 * tp_pass + tp_rec
@@ -542,10 +541,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
-            bwd = cp_back * f  # ring: KV again plus dKV; DSA's all-gather: the dKV reduce-scatter
+            bwd = cp_x.backward * f  # ring: KV again plus dKV; DSA's all-gather: the dKV reduce-scatter
             cp_tot = f + bwd + f * rec
-            cp_f = max(0.0, f - c.attn_fwd_s)
-            cp_b = cp_f * rec + max(0.0, bwd - c.cp_bwd_hide_s)
+            hide = c.attn_fwd_s if cp_hides else 0.0
+            cp_f = max(0.0, f - hide)
+            cp_b = cp_f * rec + max(0.0, bwd - 2 * hide)
             cp_f, cp_b = cp_f + rho * (f - cp_f), cp_b + rho * (bwd + f * rec - cp_b)
         ep_tot = ep_f = ep_b = 0.0
         if moe:
@@ -553,7 +553,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             ep_f, ep_b = ep_pass, ep_pass * (1 + rec)
             if a2a_overlap:
                 # another micro-batch's all-to-all runs beside this pass's compute (DeepSeek-V3 3.2.1)
-                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split,
+                f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp_hides, rec=rec, split=split,
                                                     regather_s=rg_hide)
                 ep_f = overlapped_a2a_s(ep_f, f_avail)[0]
                 ep_b = overlapped_a2a_s(ep_b, b_avail)[0]

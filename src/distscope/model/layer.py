@@ -48,14 +48,6 @@ class LayerCost:
     other_bwd_s: float = 0.0
     other_recompute_s: float = 0.0
     expert_fwd_s: float = 0.0  # forward time of the routed experts' GEMMs (part of gemm_fwd_s)
-    attn_bwd_s: float = 0.0  # backward attention-core time
-
-    @property
-    def cp_bwd_hide_s(self) -> float:
-        """Backward compute the context-parallel exchanges run beside: twice the forward core (ring attention
-        sends KV and dKV beside the core's backward), no more than that backward (DSA's indexer scores
-        have none: model/sparse_attention.py)."""
-        return min(2 * self.attn_fwd_s, self.attn_bwd_s)
 
     def host_floored(self, host: HostWork) -> LayerCost:
         """The same layer when the host issues its kernels no faster than `host` allows (model/host.py):
@@ -73,7 +65,6 @@ class LayerCost:
         return dataclasses.replace(
             self, fwd_s=self.fwd_s + self.other_fwd_s * k, bwd_s=self.bwd_s + self.other_bwd_s * k,
             recompute_s=self.recompute_s + self.other_recompute_s * k, attn_fwd_s=self.attn_fwd_s * (1 + k),
-            attn_bwd_s=self.attn_bwd_s * (1 + k),
             other_fwd_s=self.other_fwd_s * (1 + k), other_bwd_s=self.other_bwd_s * (1 + k),
             other_recompute_s=self.other_recompute_s * (1 + k))
 
@@ -149,6 +140,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
     T_el = T // tp if sp else T
     # linear layers (M, N, K, input comes from a norm/activation TE fuses the FP8 cast into)
     gemms: list[fp8.Linear] = []
+    wgrad_only: range = range(0)  # indices in `gemms` of linears whose input gets no gradient (DSA's indexer)
     router: list[tuple[float, float, float]] = []  # GEMMs that stay in the activation dtype
     ca, kind = spec.compressed_attention, mixer.compressed
     if mixer is Mixer.LINEAR:
@@ -168,6 +160,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
                   (T, m.kv_lora_rank + m.qk_rope_head_dim, h, True),
                   (T, a_l * (m.qk_nope_head_dim + d_v), m.kv_lora_rank, True), (T, h, a_l * d_v, False)]
         if spec.sparse_attention is not None:  # DSA's lightning indexer (model/sparse_attention.py)
+            wgrad_only = range(len(gemms), len(gemms) + 3)
             gemms += sparse_attention.gemms(spec.sparse_attention, spec, T)
     else:
         d_qk = d_v = spec.dhead
@@ -204,12 +197,14 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
 
     sc = (fp8.resolve(precision, False) if scaling is Scaling.NONE else scaling) if precision.low_precision else Scaling.NONE
     rate = kernel_data.scaled_gemm_factor(device.name, sc)  # block-scaled GEMMs over per-tensor ones
-    gemm_fwd_s = expert_fwd_s = 0.0
+    gemm_fwd_s = expert_fwd_s = no_dgrad_s = no_dgrad_flops = 0.0
     for i, (M, N, K, _) in enumerate(gemms):
         per = local if i in routed_at else 1  # a grouped GEMM: one GEMM per local expert
         t = per * eff.gemm_s(device, gemm_dtype, M / per, N, K) / rate
         gemm_fwd_s += t
         expert_fwd_s += t if i in routed_at else 0.0
+        if i in wgrad_only:  # inputs detached: the backward computes the weight gradient alone
+            no_dgrad_s, no_dgrad_flops = no_dgrad_s + t, no_dgrad_flops + 2.0 * M * N * K
     gemm_fwd_s += sum(eff.gemm_s(device, act_dtype, M, N, K) for M, N, K in router)
     cast_fwd_s = cast_bwd_s = 0.0
     if precision.low_precision:  # FP8/FP4 GEMMs: Transformer Engine's casts (model/fp8.py), per micro-batch
@@ -276,7 +271,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         attn_bwd_s = 2 * attn_fwd_s
     el_fwd_s = eff.elementwise_s(device, el_bytes, 8)
     fwd_s = gemm_fwd_s + cast_fwd_s + attn_fwd_s + el_fwd_s
-    bwd_s = 2 * gemm_fwd_s + cast_bwd_s + attn_bwd_s + 2 * el_fwd_s
+    bwd_s = 2 * gemm_fwd_s - no_dgrad_s + cast_bwd_s + attn_bwd_s + 2 * el_fwd_s
     fwd_flops = gemm_flops + core_flops
     other_fwd, other_bwd = attn_fwd_s + el_fwd_s, attn_bwd_s + 2 * el_fwd_s
     if recompute is Recompute.FULL:
@@ -287,26 +282,36 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         recompute_s = sum(eff.gemm_s(device, gemm_dtype, M, N, K) for M, N, K in again) / rate + el_fwd_s
         again = op_sac.recomputed(op_sac.matmuls(spec, moe_layer, T, tp, M_e * useful, fe_e))
         recompute_flops, other_rc = sum(2.0 * M * N * K for M, N, K in again), el_fwd_s
-    elif recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED and mixer is Mixer.ATTENTION:
+    elif (recompute is Recompute.SELECTIVE and attention is AttentionImpl.UNFUSED and mixer is Mixer.ATTENTION
+          and spec.sparse_attention is None):  # DSA runs its own fused kernels: no unfused core to recompute
         recompute_s, recompute_flops, other_rc = attn_fwd_s, core_flops, attn_fwd_s
     else:
         recompute_s, recompute_flops, other_rc = 0.0, 0.0, 0.0
     return LayerCost(
         fwd_s=fwd_s, bwd_s=bwd_s, recompute_s=recompute_s, gemm_fwd_s=gemm_fwd_s, attn_fwd_s=attn_fwd_s,
-        model_flops=3 * fwd_flops + bwd_flops_offset, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
-        other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s, attn_bwd_s=attn_bwd_s,
+        model_flops=3 * fwd_flops + bwd_flops_offset - no_dgrad_flops, recompute_flops=recompute_flops, other_fwd_s=other_fwd, other_bwd_s=other_bwd,
+        other_recompute_s=other_rc, expert_fwd_s=expert_fwd_s,
     )
 
 
-def cp_exchange(spec: ModelSpec, T: float, tp: int, e: float) -> tuple[float, int]:
-    """(bytes, backward exchanges) of the chunk a context-parallel rank exchanges with each other rank per
-    layer: ring attention's K and V of its kv heads, 2·T·g_l·d·e, sent again with their gradients in the
-    backward (2); DSA's all-gathered latent KV and indexer keys (sparse_attention.kv_chunk_bytes), whose
-    gradients are reduce-scattered once (1)."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class CpExchange:
+    """The chunk a context-parallel rank exchanges with each other rank per layer (cp_exchange)."""
+
+    nbytes: float
+    backward: int  # exchanges of it in the backward
+    overlapped: bool  # runs beside the attention core (ring attention), or blocks before it (an all-gather)
+
+
+def cp_exchange(spec: ModelSpec, T: float, tp: int, e: float) -> CpExchange:
+    """Ring attention's K and V of the rank's kv heads, 2·T·g_l·d·e, each step beside the core, sent again
+    with their gradients in the backward; DSA's latent KV and indexer keys (sparse_attention.kv_chunk_bytes),
+    all-gathered before the core (DSAttention.forward's gather_from_sequence_parallel_region, which
+    nothing overlaps), their gradients reduce-scattered once."""
     if spec.sparse_attention is not None:
         assert spec.mla is not None
-        return sparse_attention.kv_chunk_bytes(spec.sparse_attention, spec.mla, T, e), 1
-    return 2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e, 2
+        return CpExchange(sparse_attention.kv_chunk_bytes(spec.sparse_attention, spec.mla, T, e), 1, False)
+    return CpExchange(2 * T * max(spec.kv_heads // tp, 1) * spec.dhead * e, 2, True)
 
 
 # Keys per tile of FlashAttention-2's forward kernel for head dims up to 128 (kBlockN, flash-attn

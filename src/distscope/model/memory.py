@@ -125,7 +125,7 @@ def _saved_parts(spec: ModelSpec, moe_layer: bool, T: float, s: int, plan: Plan,
         attn += compressed_attention.activation_bytes(spec, ca, T, e, gi)
     if (sa := spec.sparse_attention) is not None:
         assert spec.mla is not None
-        attn += sparse_attention.activation_bytes(sa, spec.mla, spec.layers, T, s, a_l, d, e)
+        attn += sparse_attention.activation_bytes(sa, spec.mla, spec.layers, T, plan.cp, s, a_l, d, e)
     lm = spec.linear_mixer
     mix = 0.0 if lm is None else block_in + linear_mixer.activation_bytes(lm, T, tp, e, gi)
     return attn, mix, block_in + T * h * r * mask + ffn

@@ -126,5 +126,5 @@ def overlap_budget_s(c: LayerCost, *, tp_overlap: bool, cp: bool, rec: float, sp
     if tp_overlap:
         b -= rec * gemm + (gemm if split else 2 * gemm) + regather_s
     if cp:
-        b -= rec * attn + c.cp_bwd_hide_s
+        b -= rec * attn + 2 * attn
     return max(f, 0.0), max(b, 0.0)

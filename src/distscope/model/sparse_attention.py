@@ -11,7 +11,9 @@ KV latent (kv_lora_rank), d_r the RoPE part (qk_rope_head_dim), i_h × i_d the i
 k̄ = SparseAttention.keys_per_query(s) the mean keys a query attends to, n̄ = (s + 1)/2 the mean causal
 prefix, w = SparseAttention.indexer_share the layers that run their own indexer):
   indexer      linear_wq_b (T, i_h·i_d, q_r), linear_wk (T, i_d, h), linear_weights_proj (T, i_h, h): all
-               "duplicated" on every TP rank (not split), so over all T tokens on each
+               "duplicated" on every TP rank (not split), so over all T tokens on each; their inputs are
+               detached (DSAttention.forward: x.detach(), qr.detach()), so their backward is the weight
+               gradient alone (model/layer.py prices it at one forward GEMM)
   scores       the head-summed ReLU(q·k) weights over each query's causal prefix: 2·T·i_h·i_d·n̄ FLOPs
                forward, priced as one GEMM (T, n̄, i_h·i_d): the kernel (DeepGEMM's fp8_mqa_logits, cuDNN's
                indexer_forward) reduces over the heads before it writes a score, so only the head-summed
@@ -23,16 +25,21 @@ prefix, w = SparseAttention.indexer_share the layers that run their own indexer)
                kernel compacts each query's valid indices (dsa_cudnn_kernels._compact_valid_topk_indices):
                priced as b·a_l·s_q/k̄ unmasked k̄ × k̄ problems on cuDNN's fused-attention curve (the sparse
                kernels, cuDNN's or FlashMLA's, run whatever the plan's attention implementation), like a
-               sliding window (model/layer.py local_attention_s)
+               sliding window (model/layer.py local_attention_s). FlashMLA's sparse prefill pads the local
+               query heads to 64 (dsa_cudnn_kernels._flash_mla_head_padding): time at max(a_l, 64) heads
   indexer loss the main attention's head-summed distribution over the k̄ selected keys, recomputed
                (sparse_attn_score_recompute: the core's QKᵀ share, (d_c + d_r)/(2·d_c + d_r) of its
                forward), and the indexer's backward over those keys only (sparse loss): 2 × 2·T·i_h·i_d·k̄
+               model FLOPs (dq, dk); its time is three such products (the logits again for the ReLU mask
+               and the weights' gradient, then dq and dk) at max(i_h, 64) heads (cuDNN's backward pads
+               the indexer heads to 64: _pad_indexer_heads_for_backward)
   element-wise RoPE over the indexer's q and k and its key LayerNorm, 2·e·T·(i_h·i_d + 2·i_d)
 Model FLOPs count the core and the projections at three times their forward, the scores and the loss's
 recompute once and the indexer's backward over the selected keys (backward_flops_offset).
 Context parallelism (cp_comm_type allgather, the only kind DSA runs): each rank all-gathers the latent KV
-and the indexer keys of the whole sequence, T·(d_c + d_r + i_d)·e bytes per rank, and reduce-scatters
-their gradients in the backward (kv_chunk_bytes).
+and the indexer keys of the whole sequence, T·(d_c + d_r + i_d)·e bytes per rank, before the core and with
+nothing beside it, and reduce-scatters their gradients in the backward (kv_chunk_bytes; model/layer.py
+cp_exchange). The gathered rows are what the core keeps for its backward (activation_bytes).
 
 Tensor parallelism: each TP rank holds a_l of the heads, so the loss's head-summed target over the selected
 keys is all-reduced over the TP group in the forward, min(topk, s) fp32 values per token where the indexer
@@ -48,6 +55,8 @@ from distscope.model import efficiency as eff
 from distscope.model import fp8
 from distscope.system.device import Device
 from distscope.workload.spec import MLASpec, ModelSpec, SparseAttention
+
+HEAD_PAD = 64  # heads the sparse kernels run at least (FlashMLA's prefill, cuDNN's indexer backward)
 
 MISSING = ("no kernel benchmark of DeepSeek Sparse Attention's sparse MLA kernel or lightning indexer in "
            "data/kernels: the core is priced on the fused-attention curve at its FLOPs, the indexer's scores as a GEMM")
@@ -92,13 +101,14 @@ def core_s(sa: SparseAttention, m: MLASpec, layers: int, device: Device, dtype: 
     through the selected keys."""
     d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
     k, w = sa.keys_per_query(s), sa.indexer_share(layers)
-    fwd, bwd = eff.flash_attention_s(device, dtype, b * a_l * s_q / k, k, k, d_c + d_r, d_c, causal=False,
+    heads = max(a_l, HEAD_PAD)
+    fwd, bwd = eff.flash_attention_s(device, dtype, b * heads * s_q / k, k, k, d_c + d_r, d_c, causal=False,
                                      kernel="cudnn")
     width = sa.index_heads * sa.index_dim  # the heads are summed in the kernel: one GEMM over all of them
     scores = eff.gemm_s(device, dtype, b * s_q, (s + 1) / 2, width)
     topk = eff.elementwise_s(device, 8.0 * b * s_q * (s + 1) / 2)
     recompute = fwd * (d_c + d_r) / (2 * d_c + d_r)
-    indexer_bwd = 2 * eff.gemm_s(device, dtype, b * s_q, k, width)
+    indexer_bwd = 3 * eff.gemm_s(device, dtype, b * s_q, k, max(sa.index_heads, HEAD_PAD) * sa.index_dim)
     return fwd + w * (scores + topk + recompute), bwd + w * indexer_bwd
 
 
@@ -107,16 +117,18 @@ def elementwise_bytes(sa: SparseAttention, layers: int, T: float, e: float) -> f
     return sa.indexer_share(layers) * 2 * e * T * (sa.index_heads * sa.index_dim + 2 * sa.index_dim)
 
 
-def activation_bytes(sa: SparseAttention, m: MLASpec, layers: int, T: float, s: int, a_l: float, d: int,
+def activation_bytes(sa: SparseAttention, m: MLASpec, layers: int, T: float, cp: int, s: int, a_l: float, d: int,
                      e: float) -> float:
     """What a DSA layer keeps for its backward beyond a dense MLA layer's q, k, v at head dim d
-    (model/memory.py): the absorbed core's query (a_l·(d_c + d_r)), latent KV (d_c + d_r) and latent output
-    (a_l·d_c) in place of q, k and v, and where the indexer runs its q, k and weights (i_h·i_d + i_d + i_h,
-    in e bytes) and the selected indices (min(topk, s) int32 per token)."""
+    (model/memory.py): the absorbed core's query (a_l·(d_c + d_r)) and latent output (a_l·d_c) per token, its
+    latent KV (d_c + d_r) and the indexer's keys (i_d) over the cp·T rows context parallelism gathers, and
+    where the indexer runs its q and weights (i_h·i_d + i_h, in e bytes) and the selected indices
+    (min(topk, s) int32 per token)."""
     d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
-    absorbed = a_l * (2 * d_c + d_r) + d_c + d_r - 3 * a_l * d
-    indexer = e * (sa.index_heads * sa.index_dim + sa.index_dim + sa.index_heads) + 4 * min(sa.topk, s)
-    return T * (e * absorbed + sa.indexer_share(layers) * indexer)
+    w = sa.indexer_share(layers)
+    own = T * (e * (a_l * (2 * d_c + d_r) - 3 * a_l * d)
+               + w * (e * (sa.index_heads * sa.index_dim + sa.index_heads) + 4 * min(sa.topk, s)))
+    return own + cp * T * e * (d_c + d_r + w * sa.index_dim)
 
 
 def kv_chunk_bytes(sa: SparseAttention, m: MLASpec, T: float, e: float) -> float:

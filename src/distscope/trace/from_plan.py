@@ -238,6 +238,8 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
     def tp_wire(nbytes: float, width: float) -> tuple[float, float]:
         return compressed_wire(nbytes, tp_m, e * width, dev.hbm_Bps, quant_GBps)
 
+    cp_x = cp_exchange(spec, T, tp, e)
+    cp_hides = cp > 1 and cp_x.overlapped  # ring attention runs beside the core; an all-gather blocks
     chunks: list[tuple[LayerCost, ...]] = []
     start = 0
     for v, n in enumerate(sizes):
@@ -263,7 +265,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 bwd += fa + fm
                 codec_b += sum(ca) + sum(cm)
             elif regather:  # per-op selective recompute re-gathers the two sequence-parallel inputs
-                rg_hide = tp_regather_hide_s(c, split=split, rec_s=rec_s, cp=cp > 1) if tp_overlap else 0.0
+                rg_hide = tp_regather_hide_s(c, split=split, rec_s=rec_s, cp=cp_hides) if tp_overlap else 0.0
                 bwd += _as_point([fa[0], fm[0]], rg_hide)
                 codec_b += ca[0] + cm[0]
             bwd += _tp_point(D_tp, tp, sp, bh, ag, tp_wire)[0] + _tp_point(D_tp, tp, sp, bh, ag2, tp_wire)[0]
@@ -274,13 +276,12 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 if recomputes:
                     bwd.append(loss)
             if cp > 1:
-                chunk, back = cp_exchange(spec, T, tp, e)
-                kv = round(chunk)
-                fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
+                kv, hide = round(cp_x.nbytes), c.attn_fwd_s if cp_x.overlapped else 0.0
+                fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=hide))
                 if recomputes:
-                    bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.attn_fwd_s))
-                bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=c.cp_bwd_hide_s))
-                if back == 2:
+                    bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=hide))
+                bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=2 * hide))
+                if cp_x.backward == 2:
                     bwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, with_previous=True))
             extra_f = extra_b = 0.0
             if moe:
@@ -288,7 +289,7 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 if a2a_overlap:
                     ep_pass = moe_pass_comm_s(spec, plan, T, e, group_net(cluster, plan.ep, plan.expert_tp),
                                               group_net(cluster, plan.expert_tp, 1), cluster)
-                    f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp > 1, rec=rec, split=split,
+                    f_avail, b_avail = overlap_budget_s(c, tp_overlap=tp_overlap, cp=cp_hides, rec=rec, split=split,
                                                         regather_s=rg_hide)
                     hf, hb = overlapped_a2a_s(ep_pass, f_avail)[1], overlapped_a2a_s(ep_pass * (1 + rec), b_avail)[1]
                     extra_f, extra_b = hf * A2A_OVERLAP_SM_FRACTION, hb * A2A_OVERLAP_SM_FRACTION

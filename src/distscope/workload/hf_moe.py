@@ -29,7 +29,7 @@ from distscope.workload.spec import FfnKind, MLASpec, ModelSpec, MoESpec, NormKi
 _ROUTING = {"norm_topk_prob", "output_router_logits", "router_aux_loss_coef", "routed_scaling_factor", "topk_method",
             "n_group", "topk_group", "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size", "router_jitter_noise",
             "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "moe_layers",
-            "num_nextn_predict_layers"}
+            "num_nextn_predict_layers", "moe_router_dtype"}
 READ = {
     "qwen3_moe": {"num_experts", "num_experts_per_tok", "moe_intermediate_size"},
     "deepseek_v3": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
@@ -126,11 +126,14 @@ def _indexer_layers(cfg: dict[str, Any], path: str, layers: int) -> int:
     """How many layers run their own DSA indexer (0: all), as transformers' GlmMoeDsaConfig reads it: an
     `indexer_types` list ("full" / "shared") or `index_topk_pattern` string ("F" / "S") of one entry per
     layer, the first full (a shared layer reuses an earlier one's top-k), else layer i (0-based) is full when max(i − offset + 1, 0) is a multiple of `index_topk_freq`
-    (offset `index_skip_topk_offset`, default 2; Megatron-Core's is_dsa_skip_topk_layer agrees)."""
+    (offset `index_skip_topk_offset`, default 2, at least 1 as Megatron-Core's is_dsa_skip_topk_layer clamps
+    it, with which the count then agrees)."""
     listed = cfg.get("indexer_types")
     key, full, shared = "indexer_types", "full", "shared"
-    if listed is None and cfg.get("index_topk_pattern") is not None:
-        listed, key, full, shared = cfg["index_topk_pattern"], "index_topk_pattern", "F", "S"
+    if listed is None and cfg.get("index_topk_pattern") is not None:  # a string of F / S, or a list as above
+        listed, key = cfg["index_topk_pattern"], "index_topk_pattern"
+        if isinstance(listed, str):
+            full, shared = "F", "S"
     if listed is not None:
         if (not isinstance(listed, (list, str)) or len(listed) != layers or listed[0] != full
                 or any(t not in (full, shared) for t in listed)):
@@ -141,6 +144,7 @@ def _indexer_layers(cfg: dict[str, Any], path: str, layers: int) -> int:
     for k, v in (("index_topk_freq", freq), ("index_skip_topk_offset", offset)):
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if k == "index_topk_freq" else 0):
             raise DistscopeError(f"{path}: {k}={v!r} must be an integer >= {1 if k == 'index_topk_freq' else 0}")
+    offset = max(offset, 1)  # layer 0 always runs its indexer (Megatron clamps; transformers would fail)
     n = sum(1 for i in range(layers) if max(i - offset + 1, 0) % freq == 0)
     return 0 if n == layers else n
 

@@ -137,12 +137,13 @@ def dense_params_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
 def tp_replicated_per_layer(spec: ModelSpec, moe_layer: bool) -> float:
     """Weights of one layer that tensor parallelism does not split (Megatron-LM: every TP rank holds the
     whole of them): the two norms, the row-parallel linears' biases (attention out, FFN out: h each) and
-    the MoE router. MLA's internal layout is left as fully split."""
+    the MoE router, DSA's indexer (Megatron builds its projections "duplicated"). MLA's internal layout is
+    left as fully split."""
     router = spec.hidden * spec.moe.experts if moe_layer and spec.moe is not None else 0
     if moe_layer and spec.moe is not None:
         router += 2 * spec.hidden * spec.moe.latent  # LatentMoE's projections are TP-duplicated
     norms = 1.0 + spec.attention_share + spec.linear_share  # one per mixer and one per FFN
-    return norms * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router
+    return norms * norm_params(spec) + (2 * spec.hidden if spec.bias else 0) + router + sparse_attention_params(spec)
 
 
 def tp_replicated_embedding(spec: ModelSpec) -> int:
