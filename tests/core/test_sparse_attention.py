@@ -271,3 +271,24 @@ def test_both_verbs_price_the_indexer_loss_all_reduce(tmp_path: Path, monkeypatc
     without = agreement(sc)
     est, sim = (with_ar.estimated_step_s - without.estimated_step_s, with_ar.simulated_step_s - without.simulated_step_s)
     assert est > 0 and sim == pytest.approx(est, rel=0.2), (est, sim)
+
+
+@pytest.mark.parametrize(("plan", "needle"), [
+    (PlanFlags(tp=2, pp=1, cp=1, ep=4, dp=8, micro_batch=1, sequence_parallel=False), "without sequence parallelism"),
+    (PlanFlags(tp=1, pp=1, cp=1, ep=4, dp=16, micro_batch=1, recompute="selective-op"), "selective-op"),
+])
+def test_plans_dsa_cannot_run_are_refused(plan: PlanFlags, needle: str) -> None:
+    with pytest.raises(DistscopeError, match=needle):
+        build_scenario(WorkloadFlags(model="glm-5", seq=4096, global_batch=64), SystemFlags(cluster="dgx-h100", gpus=16),
+                       plan)
+
+
+def test_the_planner_keeps_sequence_parallelism_with_tensor_parallelism() -> None:
+    from distscope.search.planner import search
+    from distscope.search.space import SearchSpace
+    from distscope.system.presets import get_cluster
+    from distscope.workload.training import TrainingShape
+
+    res = search(get_model("glm-5"), TrainingShape(seq_len=4096, global_batch=64), get_cluster("dgx-h100", 512),
+                 SearchSpace(tp=(2, 4), pp=(4,), cp=(1,), ep=(64,)), top_k=5)
+    assert res.top and all(c.plan.sp for c in res.top)

@@ -540,7 +540,7 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         tp_tot += (1 + rec) * dsa_ar
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
-            f = (cp - 1) * cp_step  # ring attention: cp-1 KV exchanges, overlapped with the core
+            f = (cp - 1) * cp_step  # cp-1 exchanges of the chunk: ring attention's beside the core (cp_hides)
             bwd = cp_x.backward * f  # ring: KV again plus dKV; DSA's all-gather: the dKV reduce-scatter
             cp_tot = f + bwd + f * rec
             hide = c.attn_fwd_s if cp_hides else 0.0

@@ -266,8 +266,9 @@ class _Search:
     def layout(self, lay: Layout, index: int = 0) -> None:
         """Every plan of layout `lay` (the search's `index`-th) worth keeping."""
         mbs = micro_batches(self.space, self.shape, lay)
-        sps = [sp for sp in self.space.sequence_parallel
-               if not sp or (lay.tp > 1 and self.shape.seq_len % (lay.tp * lay.cp) == 0)] if lay.tp > 1 else [False]
+        sps = [sp for sp in self.space.sequence_parallel  # DSA's absorbed MLA needs SP with tp > 1 (model/refusal.py)
+               if (not sp and self.spec.sparse_attention is None)
+               or (sp and self.shape.seq_len % (lay.tp * lay.cp) == 0)] if lay.tp > 1 else [False]
         for si, sp in enumerate(dict.fromkeys(sps)):
             bounds = {mb: self.compute_bound(lay, sp, mb) for mb in mbs}
             fits_plain: set[int] = set()  # micro-batches at which the distributed optimizer fits without recompute
