@@ -243,9 +243,10 @@ def test_indexer_fields_fuzz_give_a_spec_or_one_line(extra: dict) -> None:
     assert _cost(spec, 8192).fwd_s > 0
 
 
-def test_tensor_parallel_indexer_loss_all_reduces_its_target(tmp_path: Path) -> None:
-    """With tp > 1 each DSA layer's forward all-reduces the loss's head-summed target over the selected keys,
-    4 bytes x tokens x min(topk, s), on the TP group; with tp = 1 there is none."""
+def test_tensor_parallel_indexer_gathers_its_inputs_and_all_reduces_its_target(tmp_path: Path) -> None:
+    """With tp > 1 (sequence parallel) each DSA layer's forward all-gathers the indexer's inputs x and qr,
+    tokens x (hidden + q_lora_rank) x 2 bytes (a trace's all-gather names each rank's shard of it), and all-reduces the loss's head-summed target over the selected
+    keys, 4 bytes x tokens x min(topk, s), on the TP group; with tp = 1 neither."""
     from distscope.trace.from_plan import step_spec
     from distscope.trace.graph import CollKind
 
@@ -257,20 +258,25 @@ def test_tensor_parallel_indexer_loss_all_reduces_its_target(tmp_path: Path) -> 
         layer = next(x for x in step_spec(sc.spec, sc.shape, sc.cluster, sc.plan).stages[0] if x.name == "layer1")
         ars = [op.size_bytes for op in layer.fwd_comm if op.kind is CollKind.ALL_REDUCE and op.group.name == "TP"]
         assert ars == ([4 * seq * min(2048, seq)] if tp > 1 else []), (tp, seq, ars)
+        ags = [op.size_bytes for op in layer.fwd_comm if op.kind is CollKind.ALL_GATHER and op.group.name == "TP"]
+        assert (seq * (6144 + 2048) * 2 // tp in ags) is (tp > 1), (tp, seq, ags)  # each rank's shard
 
 
-def test_both_verbs_price_the_indexer_loss_all_reduce(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Without the all-reduce's bytes both the estimate and the simulation get faster, by the same amount."""
+def test_both_verbs_price_the_indexer_tp_collectives(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Without the all-reduce's (or the gather's) bytes both the estimate and the simulation get faster, by the
+    same amount."""
     from distscope.model import sparse_attention
 
     cfg = dict(GLM_5, num_hidden_layers=4, first_k_dense_replace=1, num_nextn_predict_layers=0)
     sc = build_scenario(WorkloadFlags(model=_write(tmp_path, cfg), seq=16384, global_batch=16),
                         SystemFlags(cluster="dgx-h100", gpus=16), PlanFlags(tp=4, pp=1, cp=1, ep=4, dp=4, micro_batch=1))
-    with_ar = agreement(sc)
-    monkeypatch.setattr(sparse_attention, "loss_all_reduce_bytes", lambda *a: 0.0)
-    without = agreement(sc)
-    est, sim = (with_ar.estimated_step_s - without.estimated_step_s, with_ar.simulated_step_s - without.simulated_step_s)
-    assert est > 0 and sim == pytest.approx(est, rel=0.2), (est, sim)
+    full = agreement(sc)
+    for term in ("loss_all_reduce_bytes", "sp_gather_bytes"):
+        with monkeypatch.context() as mp:
+            mp.setattr(sparse_attention, term, lambda *a: 0.0)
+            without = agreement(sc)
+        est, sim = full.estimated_step_s - without.estimated_step_s, full.simulated_step_s - without.simulated_step_s
+        assert est > 0 and sim == pytest.approx(est, rel=0.2), (term, est, sim)
 
 
 @pytest.mark.parametrize(("plan", "needle"), [

@@ -503,9 +503,13 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
         tp_regather[moe] = (t_rg, c_rg)
     full_rc = plan.recompute is Recompute.FULL
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
-    # DSA's indexer loss all-reduces its head-summed target over the TP group, exposed (model/sparse_attention.py)
-    dsa_ar = (collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(
-        spec.sparse_attention, spec.layers, T, s), g_tp) if spec.sparse_attention is not None and tp > 1 else 0.0)
+    # DSA's indexer all-gathers its inputs (sequence parallel) and its loss all-reduces its head-summed target
+    # over the TP group, both exposed (model/sparse_attention.py)
+    dsa_ar = 0.0
+    if (sa := spec.sparse_attention) is not None and tp > 1:
+        dsa_ar = collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(sa, spec.layers, T, s), g_tp)
+        if plan.sp:
+            dsa_ar += collective_s(Collective.ALL_GATHER, sparse_attention.sp_gather_bytes(sa, spec, T, e), g_tp)
     cp_x = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
     cp_step = collective_s(Collective.SEND_RECV, cp_x.nbytes, g_cp) if cp > 1 else 0.0
     cp_hides = cp > 1 and cp_x.overlapped  # ring attention runs beside the core; an all-gather blocks

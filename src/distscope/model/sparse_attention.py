@@ -43,7 +43,10 @@ cp_exchange). The gathered rows are what the core keeps for its backward (activa
 
 Tensor parallelism: each TP rank holds a_l of the heads, so the loss's head-summed target over the selected
 keys is all-reduced over the TP group in the forward, min(topk, s) fp32 values per token where the indexer
-runs (compute_dsa_indexer_loss; loss_all_reduce_bytes), exposed: the loss needs it at once.
+runs (compute_dsa_indexer_loss; loss_all_reduce_bytes), exposed: the loss needs it at once. With sequence
+parallelism (which DSA needs at tp > 1: model/refusal.py) the indexer first all-gathers its own inputs, the
+layer input x and the query latent qr (DSAIndexer.forward_before_topk: T·(h + q_r)·e; sp_gather_bytes),
+exposed too; both inputs are detached, so nothing comes back in the backward.
 Kernels: no benchmark of FlashMLA's or cuDNN's sparse kernel or of the indexer is in data/kernels;
 `MISSING` names the gap where a verb prices one.
 """
@@ -140,3 +143,10 @@ def loss_all_reduce_bytes(sa: SparseAttention, layers: int, T: float, s: int) ->
     """Bytes of the indexer loss's TP all-reduce per layer and micro-batch, the mean over the layers (module
     docstring): 4·T·min(topk, s) where the indexer runs."""
     return sa.indexer_share(layers) * 4.0 * T * min(sa.topk, s)
+
+
+def sp_gather_bytes(sa: SparseAttention, spec: ModelSpec, T: float, e: float) -> float:
+    """Bytes the indexer all-gathers over the TP group per layer and micro-batch under sequence parallelism,
+    the mean over the layers (module docstring): x and qr, T·(h + q_r)·e where the indexer runs."""
+    assert spec.mla is not None
+    return sa.indexer_share(spec.layers) * T * (spec.hidden + spec.mla.q_lora_rank) * e

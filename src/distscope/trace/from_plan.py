@@ -269,12 +269,14 @@ def step_spec(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Pla
                 bwd += _as_point([fa[0], fm[0]], rg_hide)
                 codec_b += ca[0] + cm[0]
             bwd += _tp_point(D_tp, tp, sp, bh, ag, tp_wire)[0] + _tp_point(D_tp, tp, sp, bh, ag2, tp_wire)[0]
-            if spec.sparse_attention is not None and tp > 1:  # DSA's indexer loss (model/sparse_attention.py)
-                loss = CommOp(group=Group.TP, kind=AR, size_bytes=round(sparse_attention.loss_all_reduce_bytes(
-                    spec.sparse_attention, spec.layers, T, s)))
-                fwd.append(loss)
+            if (sa := spec.sparse_attention) is not None and tp > 1:  # DSA's indexer (model/sparse_attention.py)
+                shard = round(sparse_attention.sp_gather_bytes(sa, spec, T, e)) // tp  # an all-gather names its shard
+                dsa = [CommOp(group=Group.TP, kind=AG, size_bytes=shard)] if sp else []
+                dsa.append(CommOp(group=Group.TP, kind=AR, size_bytes=round(sparse_attention.loss_all_reduce_bytes(
+                    sa, spec.layers, T, s))))
+                fwd += dsa
                 if recomputes:
-                    bwd.append(loss)
+                    bwd += dsa
             if cp > 1:
                 kv, hide = round(cp_x.nbytes), c.attn_fwd_s if cp_x.overlapped else 0.0
                 fwd.append(CommOp(group=Group.CP, kind=AG, size_bytes=kv, hide_s=hide))
