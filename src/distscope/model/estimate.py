@@ -505,11 +505,11 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
     ep_pass = moe_pass_comm_s(spec, plan, T, e, g_ep, g_etp, cluster) if spec.moe is not None else 0.0
     # DSA's indexer all-gathers its inputs (sequence parallel) and its loss all-reduces its head-summed target
     # over the TP group, both exposed (model/sparse_attention.py)
-    dsa_ar = 0.0
+    dsa_tp = 0.0
     if (sa := spec.sparse_attention) is not None and tp > 1:
-        dsa_ar = collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(sa, spec.layers, T, s), g_tp)
+        dsa_tp = collective_s(Collective.ALL_REDUCE, sparse_attention.loss_all_reduce_bytes(sa, spec.layers, T, s), g_tp)
         if plan.sp:
-            dsa_ar += collective_s(Collective.ALL_GATHER, sparse_attention.sp_gather_bytes(sa, spec, T, e), g_tp)
+            dsa_tp += collective_s(Collective.ALL_GATHER, sparse_attention.sp_gather_bytes(sa, spec, T, e), g_tp)
     cp_x = cp_exchange(spec, T, tp, e)  # the chunk sent per ring step
     cp_step = collective_s(Collective.SEND_RECV, cp_x.nbytes, g_cp) if cp > 1 else 0.0
     cp_hides = cp > 1 and cp_x.overlapped  # ring attention runs beside the core; an all-gather blocks
@@ -539,9 +539,9 @@ def estimate(spec: ModelSpec, shape: TrainingShape, cluster: Cluster, plan: Plan
             tp_f, tp_b = tp_pass, tp_rec + tp_pass
         # hidden communication still slows the compute it runs beside (efficiency.OVERLAP_COST)
         tp_f, tp_b = tp_f + rho * (tp_pass - tp_f), tp_b + rho * (tp_rec + tp_pass - tp_b)
-        tp_f += codec_pass + dsa_ar
-        tp_b += (1 + rec) * codec_pass + codec_regather + rec * dsa_ar
-        tp_tot += (1 + rec) * dsa_ar
+        tp_f += codec_pass + dsa_tp
+        tp_b += (1 + rec) * codec_pass + codec_regather + rec * dsa_tp
+        tp_tot += (1 + rec) * dsa_tp
         cp_tot = cp_f = cp_b = 0.0
         if cp > 1:
             f = (cp - 1) * cp_step  # cp-1 exchanges of the chunk: ring attention's beside the core (cp_hides)

@@ -242,8 +242,7 @@ def _mixer_layer_cost(spec: ModelSpec, moe_layer: bool, b: int, s: int, tp: int,
         el_bytes += compressed_attention.elementwise_bytes(ca, kind, T, a_l, d_qk, e)
     elif (sa := spec.sparse_attention) is not None and mixer is Mixer.ATTENTION:
         assert spec.mla is not None  # DSA: its fused sparse kernels whatever the plan's attention implementation
-        core_flops = sparse_attention.core_flops(sa, spec.mla, spec.layers, b, s_q, s, a_l)
-        bwd_flops_offset = sparse_attention.backward_flops_offset(sa, spec.mla, spec.layers, b, s_q, s, a_l)
+        core_flops, bwd_flops_offset = sparse_attention.flops(sa, spec.mla, spec.layers, b, s_q, s, a_l)
         attn_fwd_s, attn_bwd_s = sparse_attention.core_s(sa, spec.mla, spec.layers, device, attn_dtype, b, s_q, s,
                                                          a_l)
         el_bytes += sparse_attention.elementwise_bytes(sa, spec.layers, T, e)

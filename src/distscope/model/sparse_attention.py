@@ -35,7 +35,7 @@ prefix, w = SparseAttention.indexer_share the layers that run their own indexer)
                the indexer heads to 64: _pad_indexer_heads_for_backward)
   element-wise RoPE over the indexer's q and k and its key LayerNorm, 2·e·T·(i_h·i_d + 2·i_d)
 Model FLOPs count the core and the projections at three times their forward, the scores and the loss's
-recompute once and the indexer's backward over the selected keys (backward_flops_offset).
+recompute once and the indexer's backward over the selected keys (flops).
 Context parallelism (cp_comm_type allgather, the only kind DSA runs): each rank all-gathers the latent KV
 and the indexer keys of the whole sequence, T·(d_c + d_r + i_d)·e bytes per rank, before the core and with
 nothing beside it, and reduce-scatters their gradients in the backward (kv_chunk_bytes; model/layer.py
@@ -74,27 +74,18 @@ def gemms(sa: SparseAttention, spec: ModelSpec, T: float) -> list[fp8.Linear]:
             (w * T, sa.index_heads, h, True)]
 
 
-def core_flops(sa: SparseAttention, m: MLASpec, layers: int, b: int, s_q: float, s: int, a_l: float) -> float:
-    """Forward FLOPs of the sparse core, the indexer's scores and the loss's score recompute (module docstring)."""
+def flops(sa: SparseAttention, m: MLASpec, layers: int, b: int, s_q: float, s: int, a_l: float) -> tuple[float, float]:
+    """(forward FLOPs of the sparse core, the indexer's scores and the loss's score recompute; the backward's
+    FLOPs less twice that forward, as model FLOPs count a backward at twice the forward elsewhere): the
+    indexer's dense scores and the loss's recompute have no backward, and the indexer's backward covers the
+    k̄ selected keys only, 2 × 2·T·i_h·i_d·k̄ (module docstring)."""
     d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
     k, w = sa.keys_per_query(s), sa.indexer_share(layers)
     core = 2.0 * b * a_l * s_q * k * (2 * d_c + d_r)
     scores = 2.0 * b * s_q * sa.index_heads * sa.index_dim * (s + 1) / 2
     loss = 2.0 * b * a_l * s_q * k * (d_c + d_r)
-    return core + w * (scores + loss)
-
-
-def backward_flops_offset(sa: SparseAttention, m: MLASpec, layers: int, b: int, s_q: float, s: int,
-                          a_l: float) -> float:
-    """The layer's backward FLOPs less twice its forward's (model FLOPs count a backward at twice the forward
-    elsewhere): the indexer's dense scores and the loss's recompute have no backward, and the indexer's
-    backward covers the k̄ selected keys only, 2 × 2·T·i_h·i_d·k̄ (module docstring)."""
-    d_c, d_r = m.kv_lora_rank, m.qk_rope_head_dim
-    k, w = sa.keys_per_query(s), sa.indexer_share(layers)
-    scores = 2.0 * b * s_q * sa.index_heads * sa.index_dim * (s + 1) / 2
-    loss = 2.0 * b * a_l * s_q * k * (d_c + d_r)
     indexer_bwd = 2 * 2.0 * b * s_q * sa.index_heads * sa.index_dim * k
-    return w * (indexer_bwd - 2 * (scores + loss))
+    return core + w * (scores + loss), w * (indexer_bwd - 2 * (scores + loss))
 
 
 def core_s(sa: SparseAttention, m: MLASpec, layers: int, device: Device, dtype: DType, b: int, s_q: float, s: int,
