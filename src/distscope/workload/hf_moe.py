@@ -125,9 +125,10 @@ def load_moe(cfg: dict[str, Any], path: str, kind: str, common: dict[str, Any], 
 def _indexer_layers(cfg: dict[str, Any], path: str, layers: int) -> int:
     """How many layers run their own DSA indexer (0: all), as transformers' GlmMoeDsaConfig reads it: an
     `indexer_types` list ("full" / "shared") or `index_topk_pattern` string ("F" / "S") of one entry per
-    layer, the first full (a shared layer reuses an earlier one's top-k), else layer i (0-based) is full when max(i − offset + 1, 0) is a multiple of `index_topk_freq`
-    (offset `index_skip_topk_offset`, default 2, at least 1 as Megatron-Core's is_dsa_skip_topk_layer clamps
-    it, with which the count then agrees)."""
+    layer, the first full (a shared layer reuses an earlier one's top-k); else layer i (0-based) is full
+    when max(i − offset + 1, 0) is a multiple of `index_topk_freq` (offset `index_skip_topk_offset`,
+    default 2, at least 1 as Megatron-Core's is_dsa_skip_topk_layer clamps it, with which the count then
+    agrees)."""
     listed = cfg.get("indexer_types")
     key, full, shared = "indexer_types", "full", "shared"
     if listed is None and cfg.get("index_topk_pattern") is not None:  # a string of F / S, or a list as above
